@@ -1,0 +1,208 @@
+#include "runtime/buffer.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "mlx/mlx.h"
+
+namespace mx = mlx::core;
+
+namespace jaxmlx::runtime {
+namespace {
+
+constexpr size_t kStagingAlignment = 64;
+
+// A heap block MLX can adopt without copying; freed by the array's deleter.
+uint8_t* alloc_staging(size_t bytes) {
+  size_t rounded = (bytes + kStagingAlignment - 1) / kStagingAlignment * kStagingAlignment;
+  if (rounded == 0) rounded = kStagingAlignment;
+  return static_cast<uint8_t*>(std::aligned_alloc(kStagingAlignment, rounded));
+}
+
+bool is_row_major(std::span<const int64_t> dims, std::span<const int64_t> strides,
+                  size_t element_bytes) {
+  if (strides.empty()) return true;
+  int64_t expected = static_cast<int64_t>(element_bytes);
+  for (size_t i = dims.size(); i-- > 0;) {
+    if (dims[i] != 1 && strides[i] != expected) return false;
+    expected *= dims[i];
+  }
+  return true;
+}
+
+StatusOr<mx::Shape> storage_shape(const std::vector<int64_t>& dims, const Storage& storage) {
+  mx::Shape shape;
+  for (int64_t d : dims) {
+    if (d < 0 || d > std::numeric_limits<int32_t>::max()) {
+      return invalid_argument("dimension " + std::to_string(d) +
+                              " is outside what MLX supports (0 to 2^31-1)");
+    }
+    shape.push_back(static_cast<int32_t>(d));
+  }
+  if (storage.trailing) shape.push_back(storage.trailing);
+  return shape;
+}
+
+}  // namespace
+
+Status check_strides(std::span<const int64_t> dims, std::span<const int64_t> strides,
+                     size_t element_bytes) {
+  if (strides.empty()) return Status();
+  if (strides.size() != dims.size()) {
+    return invalid_argument("byte_strides has " + std::to_string(strides.size()) +
+                            " entries for an array of rank " + std::to_string(dims.size()));
+  }
+  return Status();
+}
+
+void copy_strided(const uint8_t* src, uint8_t* dst, std::span<const int64_t> dims,
+                  std::span<const int64_t> strides, size_t element_bytes, bool to_strided) {
+  size_t rank = dims.size();
+  int64_t count = 1;
+  for (int64_t d : dims) count *= d;
+  if (count == 0) return;
+  if (is_row_major(dims, strides, element_bytes)) {
+    std::memcpy(dst, src, static_cast<size_t>(count) * element_bytes);
+    return;
+  }
+  // Walk the strided side with an index odometer; the dense side advances linearly.
+  std::vector<int64_t> index(rank, 0);
+  int64_t offset = 0;  // byte offset on the strided side
+  uint8_t* dense = to_strided ? const_cast<uint8_t*>(src) : dst;
+  for (int64_t n = 0; n < count; ++n) {
+    uint8_t* d = dense + static_cast<size_t>(n) * element_bytes;
+    if (to_strided) {
+      std::memcpy(dst + offset, d, element_bytes);
+    } else {
+      std::memcpy(d, src + offset, element_bytes);
+    }
+    for (size_t i = rank; i-- > 0;) {
+      offset += strides[i];
+      if (++index[i] < dims[i]) break;
+      offset -= strides[i] * dims[i];
+      index[i] = 0;
+    }
+  }
+}
+
+Buffer::Buffer(DeviceWorker& worker, int type, std::vector<int64_t> dims, Storage storage)
+    : worker_(worker), type_(type), dims_(std::move(dims)), storage_(storage) {}
+
+int64_t Buffer::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : dims_) n *= d;
+  return n;
+}
+
+std::shared_ptr<Buffer> Buffer::pending(DeviceWorker& worker, int type, std::vector<int64_t> dims,
+                                        Storage storage) {
+  return std::shared_ptr<Buffer>(new Buffer(worker, type, std::move(dims), storage));
+}
+
+StatusOr<std::shared_ptr<Buffer>> Buffer::from_host(DeviceWorker& worker, int type,
+                                                    std::vector<int64_t> dims, Storage storage,
+                                                    const HostView& host, bool copy_now,
+                                                    Event host_done) {
+  RETURN_IF_ERROR(check_strides(dims, host.byte_strides, storage.element_bytes));
+  ASSIGN_OR_RETURN(mx::Shape shape, storage_shape(dims, storage));
+  auto buffer = pending(worker, type, std::move(dims), storage);
+  size_t bytes = buffer->size_bytes();
+  if (bytes > 0 && host.data == nullptr) return invalid_argument("host data pointer is null");
+
+  // Reads the host array into a staging block that the MLX array then adopts.
+  auto stage = [buffer, bytes, host, storage]() -> StatusOr<uint8_t*> {
+    uint8_t* staging = alloc_staging(bytes);
+    if (!staging) {
+      return resource_exhausted("cannot allocate " + std::to_string(bytes) +
+                                " bytes of host staging memory for a transfer");
+    }
+    copy_strided(static_cast<const uint8_t*>(host.data), staging, buffer->dims(),
+                 host.byte_strides, storage.element_bytes, /*to_strided=*/false);
+    return staging;
+  };
+  auto adopt = [buffer, shape, storage](uint8_t* staging) {
+    Status st = guard("BufferFromHostBuffer", [&] {
+      buffer->set_array(mx::array(staging, shape, storage.dtype, [](void* p) { std::free(p); }));
+      return Status();
+    });
+    if (!st.ok()) buffer->set_error(st);
+  };
+
+  if (copy_now) {
+    ASSIGN_OR_RETURN(uint8_t* staging, stage());
+    host_done.set();
+    worker.post([adopt, staging] { adopt(staging); });
+  } else {
+    worker.post([stage, adopt, buffer, host_done] {
+      auto staging = stage();
+      host_done.set();
+      if (!staging.ok()) {
+        buffer->set_error(staging.status());
+        return;
+      }
+      adopt(*staging);
+    });
+  }
+  return buffer;
+}
+
+void Buffer::set_array(mx::array a) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Even if deleted meanwhile: the free task was queued after this one and releases it.
+    array_.emplace(std::move(a));
+  }
+  ready_.set();
+}
+
+void Buffer::set_error(Status status) { ready_.set(std::move(status)); }
+
+StatusOr<mx::array> Buffer::array_on_worker() const {
+  Status st = ready_.status();
+  if (!st.ok()) return st;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!array_) return failed_precondition("buffer has been deleted or donated");
+  return *array_;
+}
+
+void Buffer::mark_deleted() {
+  if (deleted_.exchange(true)) return;
+  // Freed on the worker, after the work queued before the deletion has read the array.
+  worker_.post([self = shared_from_this()] {
+    std::optional<mx::array> doomed;
+    {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      doomed.swap(self->array_);
+    }
+  });
+}
+
+StatusOr<Event> Buffer::to_host(void* dst, size_t dst_size, std::vector<int64_t> byte_strides) {
+  if (is_deleted()) return failed_precondition("cannot copy a deleted or donated buffer to host");
+  size_t bytes = size_bytes();
+  RETURN_IF_ERROR(check_strides(dims_, byte_strides, storage_.element_bytes));
+  if (byte_strides.empty() && dst_size < bytes) {
+    return invalid_argument("destination holds " + std::to_string(dst_size) +
+                            " bytes; the buffer needs " + std::to_string(bytes));
+  }
+  if (bytes > 0 && dst == nullptr) return invalid_argument("destination pointer is null");
+  Event done;
+  worker_.post([self = shared_from_this(), dst, bytes, strides = std::move(byte_strides), done] {
+    Status st = guard("ToHostBuffer", [&]() -> Status {
+      // Creation and execution tasks run before this one, so the array is final here.
+      ASSIGN_OR_RETURN(mx::array a, self->array_on_worker());
+      if (bytes == 0) return Status();
+      a = mx::contiguous(a);
+      mx::eval(a);
+      copy_strided(a.data<uint8_t>(), static_cast<uint8_t*>(dst), self->dims_, strides,
+                   self->storage_.element_bytes, /*to_strided=*/true);
+      return Status();
+    });
+    done.set(st);
+  });
+  return done;
+}
+
+}  // namespace jaxmlx::runtime

@@ -1,0 +1,98 @@
+#include "runtime/device_worker.h"
+
+#include <exception>
+#include <future>
+#include <new>
+
+#include "mlx/mlx.h"
+
+namespace mx = mlx::core;
+
+namespace jaxmlx::runtime {
+
+Status guard(const char* what, const std::function<Status()>& fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted(std::string(what) + ": out of memory");
+  } catch (const std::exception& e) {
+    return internal_error(std::string(what) + ": " + e.what());
+  } catch (...) {
+    return internal_error(std::string(what) + ": unknown exception");
+  }
+}
+
+DeviceWorker::DeviceWorker() {
+  thread_ = std::thread([this] { loop(); });
+  Status st = run_sync([this] { return init_device(); });
+  if (!st.ok()) info_.description = "MLX device failed to initialize: " + st.to_string();
+}
+
+DeviceWorker::~DeviceWorker() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status DeviceWorker::init_device() {
+  return guard("MLX device init", [this] {
+    bool gpu = mx::gpu::is_available();
+    mx::Device dev = gpu ? mx::Device(mx::Device::gpu, 0) : mx::Device(mx::Device::cpu, 0);
+    mx::set_default_device(dev);
+    info_.is_gpu = gpu;
+    const auto& props = mx::device_info(dev);
+    std::string name;
+    if (auto it = props.find("device_name"); it != props.end()) {
+      if (auto* s = std::get_if<std::string>(&it->second)) name = *s;
+    }
+    for (const char* key : {"total_memory", "memory_size"}) {
+      auto it = props.find(key);
+      if (it == props.end()) continue;
+      if (auto* n = std::get_if<size_t>(&it->second)) info_.memory_bytes = *n;
+      break;
+    }
+    info_.kind = gpu ? (name.empty() ? "MLX gpu" : name) : "MLX cpu";
+    info_.description = gpu ? "MLX gpu (" + info_.kind + ")" : "MLX cpu";
+    return Status();
+  });
+}
+
+void DeviceWorker::post(std::function<void()> task) {
+  if (on_worker_thread()) {
+    task();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+Status DeviceWorker::run_sync(const std::function<Status()>& fn) {
+  if (on_worker_thread()) return guard("device task", fn);
+  std::promise<Status> done;
+  auto result = done.get_future();
+  post([&] { done.set_value(guard("device task", fn)); });
+  return result.get();
+}
+
+void DeviceWorker::loop() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      // Drain everything queued before stopping: pending frees and transfers must complete.
+      if (queue_.empty()) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();
+  }
+}
+
+}  // namespace jaxmlx::runtime

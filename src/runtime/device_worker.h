@@ -1,0 +1,62 @@
+// DeviceWorker: the one thread that touches MLX for a device.
+//
+// MLX streams are thread-local and MLX is not safe to drive from several threads, so every MLX
+// call (array creation, eval, transfers, frees) is posted here and runs in FIFO order. Tasks
+// posted from the worker itself run inline, so nested waits cannot deadlock.
+// Thread-safe. Owned by the client; destruction drains the queue and joins the thread.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "base/status.h"
+
+namespace jaxmlx::runtime {
+
+struct DeviceInfo {
+  bool is_gpu = false;
+  std::string kind;         // "MLX cpu", or the GPU's name
+  std::string description;  // one line for repr/debug strings
+  size_t memory_bytes = 0;  // total memory MLX reports (0 when unknown)
+};
+
+class DeviceWorker {
+ public:
+  // Starts the thread and selects MLX's GPU when it has one, else its CPU.
+  DeviceWorker();
+  ~DeviceWorker();
+  DeviceWorker(const DeviceWorker&) = delete;
+  DeviceWorker& operator=(const DeviceWorker&) = delete;
+
+  const DeviceInfo& info() const { return info_; }
+
+  // Runs `task` on the worker, in order. The task must not throw: wrap MLX calls with guard().
+  void post(std::function<void()> task);
+
+  // Runs `fn` on the worker and waits for its Status. Inline when called from the worker.
+  Status run_sync(const std::function<Status()>& fn);
+
+  bool on_worker_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+ private:
+  void loop();
+  Status init_device();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  DeviceInfo info_;
+  std::thread thread_;
+};
+
+// Runs `fn`, turning an exception (MLX reports errors by throwing) into an INTERNAL status that
+// names `what`.
+Status guard(const char* what, const std::function<Status()>& fn);
+
+}  // namespace jaxmlx::runtime
