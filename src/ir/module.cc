@@ -1,0 +1,144 @@
+#include "ir/module.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace jaxmlx::ir {
+namespace {
+
+struct OpKindInfo {
+  std::string_view name;
+  int num_operands, num_results, num_regions;
+};
+
+constexpr OpKindInfo kOpKindInfo[] = {
+#define OP(kind, name, nops, nres, nreg) {name, nops, nres, nreg},
+#include "ir/ops.def"
+#undef OP
+};
+
+const OpKindInfo& kind_info(OpKind k) { return kOpKindInfo[static_cast<int>(k)]; }
+
+}  // namespace
+
+std::string_view op_kind_name(OpKind k) { return kind_info(k).name; }
+int op_kind_num_operands(OpKind k) { return kind_info(k).num_operands; }
+int op_kind_num_results(OpKind k) { return kind_info(k).num_results; }
+int op_kind_num_regions(OpKind k) { return kind_info(k).num_regions; }
+
+OpKind op_kind_from_name(std::string_view name) {
+  static const auto* table = [] {
+    auto* m = new std::unordered_map<std::string_view, OpKind>();
+    for (int i = 0; i < kNumOpKinds; ++i)
+      if (!kOpKindInfo[i].name.empty()) m->emplace(kOpKindInfo[i].name, static_cast<OpKind>(i));
+    return m;
+  }();
+  auto it = table->find(name);
+  return it == table->end() ? OpKind::kGeneric : it->second;
+}
+
+std::string Location::to_string() const {
+  std::string s = name;
+  if (!file.empty()) {
+    if (!s.empty()) s += "  ";
+    s += file + ":" + std::to_string(line);
+    if (col > 0) s += ":" + std::to_string(col);
+  }
+  return s.empty() ? "unknown location" : s;
+}
+
+std::string_view Op::name() const {
+  return kind == OpKind::kGeneric ? std::string_view(generic_name) : op_kind_name(kind);
+}
+
+const Attribute* Op::find_attr(std::string_view n) const {
+  for (const NamedAttribute& a : attrs)
+    if (a.name == n) return &a.value;
+  return nullptr;
+}
+
+int64_t Op::get_i64(std::string_view n, int64_t fallback) const {
+  const IntAttr* a = attr<IntAttr>(n);
+  return a ? a->value : fallback;
+}
+
+bool Op::get_bool(std::string_view n, bool fallback) const {
+  const Attribute* a = find_attr(n);
+  if (!a) return fallback;
+  if (const bool* b = a->as<bool>()) return *b;
+  if (a->is<UnitAttr>()) return true;
+  return fallback;
+}
+
+std::vector<int64_t> Op::get_i64s(std::string_view n) const {
+  const Attribute* a = find_attr(n);
+  if (!a) return {};
+  if (const I64ArrayAttr* arr = a->as<I64ArrayAttr>()) return arr->values;
+  if (const DenseElementsAttr* d = a->as<DenseElementsAttr>()) {
+    std::vector<int64_t> out;
+    int64_t count = d->num_elements();
+    for (int64_t i = 0; i < count; ++i) out.push_back(d->int_at(i));
+    return out;
+  }
+  return {};
+}
+
+std::string_view Op::get_string(std::string_view n) const {
+  const Attribute* a = find_attr(n);
+  if (!a) return {};
+  if (const StringAttr* s = a->as<StringAttr>()) return s->value;
+  if (const SymbolRefAttr* s = a->as<SymbolRefAttr>()) return s->name;
+  return {};
+}
+
+int Op::get_enum(std::string_view n, int fallback) const {
+  const EnumAttr* e = attr<EnumAttr>(n);
+  return e ? e->value : fallback;
+}
+
+void Op::set_attr(std::string n, Attribute v) {
+  for (NamedAttribute& a : attrs)
+    if (a.name == n) {
+      a.value = std::move(v);
+      return;
+    }
+  attrs.push_back({std::move(n), std::move(v)});
+}
+
+Module::Module()
+    : types_(std::make_unique<TypeArena>()),
+      locations_(std::make_unique<std::deque<Location>>()),
+      owned_(std::make_unique<std::deque<std::vector<uint8_t>>>()) {
+  locations_->emplace_back();
+  unknown_loc_ = &locations_->back();
+  loc = unknown_loc_;
+}
+
+Module::Module(Module&&) noexcept = default;
+Module& Module::operator=(Module&&) noexcept = default;
+Module::~Module() = default;
+
+const Func* Module::find_func(std::string_view n) const {
+  for (const Func& f : funcs)
+    if (f.name == n) return &f;
+  return nullptr;
+}
+
+Func* Module::find_func(std::string_view n) {
+  for (Func& f : funcs)
+    if (f.name == n) return &f;
+  return nullptr;
+}
+
+const Location* Module::intern_location(Location l) {
+  if (!l.known()) return unknown_loc_;
+  locations_->push_back(std::move(l));
+  return &locations_->back();
+}
+
+std::span<const uint8_t> Module::own_bytes(std::vector<uint8_t> data) {
+  owned_->push_back(std::move(data));
+  return {owned_->back().data(), owned_->back().size()};
+}
+
+}  // namespace jaxmlx::ir
