@@ -10,7 +10,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-jax.config.update("jax_enable_x64", True)  # int64/uint64/float64/complex128 keep their width
+
+@pytest.fixture(autouse=True)
+def _enable_x64():
+  # int64/uint64/float64/complex128 keep their width (only within these tests).
+  with jax.enable_x64(True):
+    yield
+
 
 SHAPES = [(), (0,), (0, 3), (1,), (7, 13), (3, 1, 5, 2)]
 

@@ -278,11 +278,48 @@ TEST_F(ClientTest, UseAfterDeleteIsAnError) {
 }
 
 TEST_F(ClientTest, UnimplementedSlotNamesItself) {
-  auto args = make_args<PJRT_Client_Compile_Args>();
-  args.client = client_;
-  auto [code, msg] = consume(api_->PJRT_Client_Compile(&args));
+  auto args = make_args<PJRT_Buffer_UnsafePointer_Args>();
+  args.buffer = nullptr;
+  auto [code, msg] = consume(api_->PJRT_Buffer_UnsafePointer(&args));
   EXPECT_EQ(code, Code::kUnimplemented);
-  EXPECT_NE(msg.find("PJRT_Client_Compile"), std::string::npos);
+  EXPECT_NE(msg.find("PJRT_Buffer_UnsafePointer"), std::string::npos);
+}
+
+// Compiles `code` in `format`; returns the error (null on success, destroying the executable).
+PJRT_Error* compile(const PJRT_Api* api, PJRT_Client* client, std::string code,
+                    std::string format) {
+  PJRT_Program program;
+  program.struct_size = PJRT_Program_STRUCT_SIZE;
+  program.extension_start = nullptr;
+  program.code = code.data();
+  program.code_size = code.size();
+  program.format = format.c_str();
+  program.format_size = format.size();
+  auto args = make_args<PJRT_Client_Compile_Args>();
+  args.client = client;
+  args.program = &program;
+  args.compile_options = nullptr;
+  args.compile_options_size = 0;
+  PJRT_Error* e = api->PJRT_Client_Compile(&args);
+  if (!e) {
+    auto d = make_args<PJRT_LoadedExecutable_Destroy_Args>();
+    d.executable = args.executable;
+    EXPECT_EQ(api->PJRT_LoadedExecutable_Destroy(&d), nullptr);
+  }
+  return e;
+}
+
+TEST_F(ClientTest, CompileRejectsBadProgramsWithClearErrors) {
+  auto [c1, m1] = consume(compile(api_, client_, "module {}", "mlir"));
+  EXPECT_EQ(c1, Code::kInvalidArgument);
+  EXPECT_NE(m1.find("not MLIR bytecode"), std::string::npos) << m1;
+  auto [c2, m2] = consume(compile(api_, client_, "HloModule m", "hlo"));
+  EXPECT_EQ(c2, Code::kInvalidArgument);
+  EXPECT_NE(m2.find("'hlo'"), std::string::npos) << m2;
+  // A truncated artifact: the magic, then garbage.
+  auto [c3, m3] = consume(compile(api_, client_, std::string("ML\xefR\x06\xff", 6), "mlir"));
+  EXPECT_NE(c3, Code::kOk);
+  EXPECT_FALSE(m3.empty());
 }
 
 }  // namespace

@@ -84,4 +84,40 @@ std::string element_type_name(int type) {
   }
 }
 
+PJRT_Buffer_Type pjrt_type_for(ir::ElementType t) {
+  using E = ir::ElementType;
+  switch (t) {
+    case E::kPred: return PJRT_Buffer_Type_PRED;
+    case E::kS2: return PJRT_Buffer_Type_S2;
+    case E::kS4: return PJRT_Buffer_Type_S4;
+    case E::kS8: return PJRT_Buffer_Type_S8;
+    case E::kS16: return PJRT_Buffer_Type_S16;
+    case E::kS32: return PJRT_Buffer_Type_S32;
+    case E::kS64: return PJRT_Buffer_Type_S64;
+    case E::kU2: return PJRT_Buffer_Type_U2;
+    case E::kU4: return PJRT_Buffer_Type_U4;
+    case E::kU8: return PJRT_Buffer_Type_U8;
+    case E::kU16: return PJRT_Buffer_Type_U16;
+    case E::kU32: return PJRT_Buffer_Type_U32;
+    case E::kU64: return PJRT_Buffer_Type_U64;
+    case E::kF4E2M1FN: return PJRT_Buffer_Type_F4E2M1FN;
+    case E::kF8E3M4: return PJRT_Buffer_Type_F8E3M4;
+    case E::kF8E4M3: return PJRT_Buffer_Type_F8E4M3;
+    case E::kF8E4M3FN: return PJRT_Buffer_Type_F8E4M3FN;
+    case E::kF8E4M3FNUZ: return PJRT_Buffer_Type_F8E4M3FNUZ;
+    case E::kF8E4M3B11FNUZ: return PJRT_Buffer_Type_F8E4M3B11FNUZ;
+    case E::kF8E5M2: return PJRT_Buffer_Type_F8E5M2;
+    case E::kF8E5M2FNUZ: return PJRT_Buffer_Type_F8E5M2FNUZ;
+    case E::kF8E8M0FNU: return PJRT_Buffer_Type_F8E8M0FNU;
+    case E::kBF16: return PJRT_Buffer_Type_BF16;
+    case E::kF16: return PJRT_Buffer_Type_F16;
+    case E::kF32: return PJRT_Buffer_Type_F32;
+    case E::kF64: return PJRT_Buffer_Type_F64;
+    case E::kC64: return PJRT_Buffer_Type_C64;
+    case E::kC128: return PJRT_Buffer_Type_C128;
+    case E::kToken: return PJRT_Buffer_Type_TOKEN;
+    default: return PJRT_Buffer_Type_INVALID;
+  }
+}
+
 }  // namespace jaxmlx::pjrt

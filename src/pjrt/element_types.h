@@ -4,6 +4,7 @@
 #include <optional>
 #include <string_view>
 
+#include "ir/types.h"
 #include "pjrt/abi.h"
 #include "runtime/buffer.h"
 
@@ -15,5 +16,8 @@ std::optional<runtime::Storage> storage_for(int type);
 
 // "f32", "bf16", "s4", ...; "type code 99" for unknown codes.
 std::string element_type_name(int type);
+
+// The PJRT element type of an IR element type; INVALID for types no buffer holds.
+PJRT_Buffer_Type pjrt_type_for(ir::ElementType t);
 
 }  // namespace jaxmlx::pjrt

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "vhlo/version.h"
+
 namespace jaxmlx::pjrt {
 
 // jax's platform name: `metal` on macOS (the Metal GPU), `mlx` elsewhere (MLX's CPU or CUDA).
@@ -16,7 +18,7 @@ inline constexpr std::string_view kPlatformName = "mlx";
 inline constexpr const char* kPluginVersion = "0.1.0";
 
 // The StableHLO versions our artifact reader accepts; jaxlib serializes for min(ours, its own).
-inline constexpr int64_t kStableHloCurrent[3] = {1, 20, 0};
-inline constexpr int64_t kStableHloMinimum[3] = {0, 9, 0};
+inline constexpr const auto& kStableHloCurrent = vhlo::kMaxStableHloVersion;
+inline constexpr const auto& kStableHloMinimum = vhlo::kMinStableHloVersion;
 
 }  // namespace jaxmlx::pjrt

@@ -23,18 +23,26 @@ Status guard(const char* what, const std::function<Status()>& fn) {
 }
 
 DeviceWorker::DeviceWorker() {
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([queue = queue_] { loop(queue); });
+  thread_id_ = thread_.get_id();
   Status st = run_sync([this] { return init_device(); });
   if (!st.ok()) info_.description = "MLX device failed to initialize: " + st.to_string();
 }
 
 DeviceWorker::~DeviceWorker() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    queue_->stopping = true;
   }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  queue_->cv.notify_all();
+  if (!thread_.joinable()) return;
+  // The last owner may be a task running on the worker itself (an in-flight execution holding
+  // the client's worker): it cannot join itself, so the thread finishes the queue and exits alone.
+  if (on_worker_thread()) {
+    thread_.detach();
+    return;
+  }
+  thread_.join();
 }
 
 Status DeviceWorker::init_device() {
@@ -66,10 +74,10 @@ void DeviceWorker::post(std::function<void()> task) {
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(task));
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    queue_->tasks.push_back(std::move(task));
   }
-  cv_.notify_one();
+  queue_->cv.notify_one();
 }
 
 Status DeviceWorker::run_sync(const std::function<Status()>& fn) {
@@ -80,16 +88,16 @@ Status DeviceWorker::run_sync(const std::function<Status()>& fn) {
   return result.get();
 }
 
-void DeviceWorker::loop() {
+void DeviceWorker::loop(std::shared_ptr<Queue> queue) {
   for (;;) {
     std::function<void()> task;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      std::unique_lock<std::mutex> lock(queue->mu);
+      queue->cv.wait(lock, [&] { return queue->stopping || !queue->tasks.empty(); });
       // Drain everything queued before stopping: pending frees and transfers must complete.
-      if (queue_.empty()) return;
-      task = std::move(queue_.front());
-      queue_.pop_front();
+      if (queue->tasks.empty()) return;
+      task = std::move(queue->tasks.front());
+      queue->tasks.pop_front();
     }
     task();
   }

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -41,18 +42,23 @@ class DeviceWorker {
   // Runs `fn` on the worker and waits for its Status. Inline when called from the worker.
   Status run_sync(const std::function<Status()>& fn);
 
-  bool on_worker_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  bool on_worker_thread() const { return std::this_thread::get_id() == thread_id_; }
 
  private:
-  void loop();
+  // The queue outlives this object while the thread drains it (see the destructor).
+  struct Queue {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::function<void()>> tasks;
+    bool stopping = false;
+  };
+  static void loop(std::shared_ptr<Queue> queue);
   Status init_device();
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stopping_ = false;
+  std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
   DeviceInfo info_;
   std::thread thread_;
+  std::thread::id thread_id_;
 };
 
 // Runs `fn`, turning an exception (MLX reports errors by throwing) into an INTERNAL status that

@@ -1,0 +1,113 @@
+// Lowering rules: convert family (see lowering.h for the rule contract): stablehlo.convert with
+// XLA's semantics (float->int saturates, NaN->0; ->pred is x != 0; complex->real takes the real
+// part) and stablehlo.bitcast_convert (same-width views, width changes via a trailing dim).
+#include <limits>
+
+#include "lower/dtypes.h"
+#include "lower/elementwise_internal.h"
+#include "lower/lowering.h"
+#include "lower/util.h"
+#include "mlx/ops.h"
+
+namespace jaxmlx::lower {
+
+namespace {
+
+using E = ir::ElementType;
+
+// Integer -> integer with C's modular semantics. The width change happens in the source's
+// signedness and the sign change is a view: mx::compile miscompiles unsigned->signed->float
+// chains of astype (MLX #3338, PITFALLS 2.3).
+mx::array int_to_int(const mx::array& x, mx::Dtype to) {
+  bool from_unsigned = is_unsigned_dtype(x.dtype());
+  if (from_unsigned == is_unsigned_dtype(to)) return mx::astype(x, to);
+  mx::array resized = mx::astype(x, from_unsigned ? unsigned_of(to) : signed_of(to));
+  return mx::view(resized, to);
+}
+
+// Float (f16/bf16/f32) -> integer: truncate toward zero, saturate to the range, NaN -> 0.
+mx::array float_to_int(const mx::array& x, mx::Dtype to) {
+  // f32 holds every bound exactly (powers of two) and every f16/bf16 value.
+  mx::array f = mx::astype(x, mx::float32);
+  int bits = dtype_bits(to);
+  bool is_unsigned = is_unsigned_dtype(to);
+  double hi_bound = std::ldexp(1.0, is_unsigned ? bits : bits - 1);  // first value too big
+  double lo_bound = is_unsigned ? 0.0 : -std::ldexp(1.0, bits - 1);  // smallest value
+  mx::array too_big = mx::greater_equal(f, float_scalar(hi_bound, mx::float32));
+  mx::array too_small = mx::less(f, float_scalar(lo_bound, mx::float32));
+  mx::array bad = mx::logical_or(mx::logical_or(too_big, too_small), mx::isnan(f));
+  // Cast only in-range values (out-of-range float->int casts are undefined in C++).
+  mx::array cast = mx::astype(mx::where(bad, float_scalar(0, mx::float32), f), to);
+  int64_t max_v = is_unsigned ? -1 : static_cast<int64_t>((~0ull) >> (65 - bits));
+  int64_t min_v = is_unsigned ? 0 : -max_v - 1;
+  mx::array r = mx::where(too_big, int_scalar(max_v, to), cast);
+  return mx::where(too_small, int_scalar(min_v, to), r);
+}
+
+mx::array real_to_complex(const mx::array& x, E from) {
+  // Via f32 (int->f32 rounds to nearest); MLX's f32->complex64 cast sets imag to 0.
+  mx::array f = from == E::kPred || ir::is_integer(from) || x.dtype() != mx::float32
+                    ? mx::astype(x, mx::float32)
+                    : x;
+  return mx::astype(f, mx::complex64);
+}
+
+mx::array convert(const mx::array& x, E from, E to, mx::Dtype to_dtype) {
+  if (from == to) return x;
+  if (to == E::kPred) {
+    mx::array zero = ir::is_complex(from) ? mx::zeros_like(x) : int_scalar(0, x.dtype());
+    if (ir::is_float(from)) zero = float_scalar(0, x.dtype());
+    return mx::not_equal(x, zero);
+  }
+  if (ir::is_complex(to)) return ir::is_complex(from) ? x : real_to_complex(x, from);
+  if (ir::is_complex(from)) return convert(mx::real(x), E::kF32, to, to_dtype);
+  if (from == E::kPred) return mx::astype(x, to_dtype);
+  if (ir::is_integer(from) && ir::is_integer(to)) return int_to_int(x, to_dtype);
+  if (ir::is_float(from) && ir::is_integer(to)) return float_to_int(x, to_dtype);
+  // int->float and float->float: MLX's casts round to nearest even.
+  return mx::astype(x, to_dtype);
+}
+
+StatusOr<Values> lower_convert(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  if (in.size() != 1) return ctx.malformed(op, "convert takes 1 operand");
+  RETURN_IF_ERROR(require_native(ctx, op));
+  E from = element_type(op.operands[0]);
+  E to = element_type(op.results[0]);
+  std::optional<mx::Dtype> to_dtype = storage_dtype(to);
+  if (!to_dtype) return ctx.unsupported(op, "result type has no storage form");
+  return Values{convert(in[0], from, to, *to_dtype)};
+}
+
+// Element types whose storage holds their exact bits at their own width (f64 as u64 bits,
+// 8-bit floats as u8 bits), so a bitcast is a plain reinterpretation of the storage.
+bool bitcastable(E t) {
+  if (t == E::kPred || t == E::kC128) return false;
+  std::optional<mx::Dtype> d = storage_dtype(t);
+  return d && static_cast<int>(d->size()) * 8 == ir::element_bit_width(t);
+}
+
+StatusOr<Values> lower_bitcast_convert(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  if (in.size() != 1) return ctx.malformed(op, "bitcast_convert takes 1 operand");
+  E from = element_type(op.operands[0]);
+  E to = element_type(op.results[0]);
+  for (E t : {from, to})
+    if (!bitcastable(t))
+      return ctx.unsupported(op, std::string(ir::element_type_name(t)) + " bitcast");
+  mx::Dtype to_dtype = *storage_dtype(to);
+  const mx::array& x = in[0];
+  mx::Shape out_shape(op.results[0].type->dims.begin(), op.results[0].type->dims.end());
+  if (x.dtype().size() == to_dtype.size()) return Values{ew::bit_view(x, to_dtype)};
+  // spec: a wider operand gains a trailing dim of the ratio; a narrower one loses its last dim.
+  // MLX views are little-endian reinterpretations of the last dim, as XLA's CPU bitcast is.
+  mx::array src = x.dtype().size() > to_dtype.size() ? mx::expand_dims(x, -1) : x;
+  return Values{mx::reshape(mx::view(src, to_dtype), out_shape)};
+}
+
+}  // namespace
+
+void register_convert(Registry& r) {
+  r.add(ir::OpKind::kConvert, lower_convert);
+  r.add(ir::OpKind::kBitcastConvert, lower_bitcast_convert);
+}
+
+}  // namespace jaxmlx::lower

@@ -1,0 +1,171 @@
+// Lowering rules: dot family (see lowering.h for the rule contract): dot_general and dot.
+//
+// Any dimension numbers become one batched matmul: lhs -> [B, M, K], rhs -> [B, K, N].
+// Float results compute in f32 (or complex64) and round once, so bf16/f16 inputs with an f32
+// result (preferred_element_type) are exact in f32 (PITFALLS 2.7). Integer results are exact:
+// MLX matmul is float-only, so 8-bit operands use f32 matmuls over K chunks small enough that
+// every partial sum is an exact f32 integer, and wider ones multiply and sum in the integer
+// type (wrapping as XLA does). precision_config and the dot algorithm are ignored: the CPU
+// computes everything at full f32 precision.
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+
+#include "lower/shape_util.h"
+
+namespace jaxmlx::lower {
+
+using namespace shape_util;
+
+namespace {
+
+constexpr int64_t kMaxChunkElements = int64_t{1} << 24;  // B*M*kc*N bound for integer dots
+
+// Largest |value| an 8-bit (or bool) operand can hold; 0 for wider types.
+int64_t small_int_bound(ir::ElementType t) {
+  switch (t) {
+    case ir::ElementType::kPred: return 1;
+    case ir::ElementType::kS8: case ir::ElementType::kS4: case ir::ElementType::kS2: return 128;
+    case ir::ElementType::kU8: case ir::ElementType::kU4: case ir::ElementType::kU2: return 255;
+    default: return 0;
+  }
+}
+
+mx::array k_slice(const mx::array& a, int axis, int k0, int k1) {
+  mx::Shape start(3, 0), stop = a.shape();
+  start[axis] = k0;
+  stop[axis] = k1;
+  return mx::slice(a, start, stop);
+}
+
+// Exact integer [B,M,K] x [B,K,N] for 8-bit operands: f32 matmuls over K chunks whose partial
+// sums stay below 2^24 (so exact), accumulated in `acc`.
+mx::array small_int_matmul(const mx::array& l, const mx::array& r, int64_t bound, mx::Dtype acc) {
+  const int k = l.shape(2);
+  const int kc = static_cast<int>(std::max<int64_t>(1, (int64_t{1} << 24) / bound));
+  mx::array lf = mx::astype(l, mx::float32), rf = mx::astype(r, mx::float32);
+  std::optional<mx::array> sum;
+  for (int k0 = 0; k0 < k; k0 += kc) {
+    const int k1 = std::min(k, k0 + kc);
+    mx::array part = mx::matmul(k0 == 0 && k1 == k ? lf : k_slice(lf, 2, k0, k1),
+                                k0 == 0 && k1 == k ? rf : k_slice(rf, 1, k0, k1));
+    part = mx::astype(part, acc);
+    sum = sum ? mx::add(*sum, part) : part;
+  }
+  return *sum;
+}
+
+// Exact integer [B,M,K] x [B,K,N] in `acc` (wrapping): broadcast multiply and sum over K
+// chunks that keep the [B,M,kc,N] product bounded.
+mx::array int_matmul(const mx::array& l, const mx::array& r, mx::Dtype acc) {
+  const int b = l.shape(0), m = l.shape(1), k = l.shape(2), n = r.shape(2);
+  const int64_t per_k = std::max<int64_t>(int64_t{b} * m * n, 1);
+  const int kc = static_cast<int>(std::clamp<int64_t>(kMaxChunkElements / per_k, 1, k));
+  mx::array la = mx::astype(l, acc), ra = mx::astype(r, acc);
+  std::optional<mx::array> sum;
+  for (int k0 = 0; k0 < k; k0 += kc) {
+    const int k1 = std::min(k, k0 + kc);
+    mx::array lc = mx::expand_dims(k0 == 0 && k1 == k ? la : k_slice(la, 2, k0, k1), 3);
+    mx::array rc = mx::expand_dims(k0 == 0 && k1 == k ? ra : k_slice(ra, 1, k0, k1), 1);
+    // MLX widens small-int sums; the cast back wraps exactly (modular arithmetic).
+    mx::array part = mx::astype(mx::sum(mx::multiply(lc, rc), 2), acc);
+    sum = sum ? mx::add(*sum, part) : part;
+  }
+  return *sum;
+}
+
+// The [B,M,K] x [B,K,N] product in the result's element type `out`.
+StatusOr<mx::array> batched_product(LowerContext& ctx, const ir::Op& op, const mx::array& l,
+                                    const mx::array& r, ir::ElementType lt, ir::ElementType rt,
+                                    ir::ElementType out) {
+  const mx::Dtype out_dt = *storage_dtype(out);
+  if (ir::is_float(out) || ir::is_complex(out)) {
+    const mx::Dtype c = ir::is_complex(out) || ir::is_complex(lt) || ir::is_complex(rt)
+                            ? mx::complex64 : mx::float32;
+    return mx::astype(mx::matmul(mx::astype(l, c), mx::astype(r, c)), out_dt);
+  }
+  if (ir::is_complex(lt) || ir::is_complex(rt) || ir::is_float(lt) || ir::is_float(rt))
+    return ctx.unsupported(op, "float operands with an integer result");
+  // Accumulate in at least 32 bits; narrower results wrap the same way modulo 2^bits.
+  mx::Dtype acc = mx::size_of(out_dt) >= 4 ? out_dt : mx::int32;
+  if (out == ir::ElementType::kPred) acc = mx::int32;
+  const int64_t bl = small_int_bound(lt), br = small_int_bound(rt);
+  mx::array p = bl > 0 && br > 0 ? small_int_matmul(l, r, bl * br, acc)
+                                                            : int_matmul(l, r, acc);
+  if (out == ir::ElementType::kPred) return mx::not_equal(p, int_scalar(0, mx::int32));
+  return mx::astype(p, out_dt);
+}
+
+// spec: dot_general — result dims are batch dims, then lhs free dims, then rhs free dims.
+StatusOr<Values> dot_general(LowerContext& ctx, const ir::Op& op, const Values& in,
+                             const ir::DotDims& dd) {
+  const ir::Type& lt = operand_type(op, 0);
+  const ir::Type& rt = operand_type(op, 1);
+  const ir::Type& ot = result_type(op);
+  if (!is_static(lt) || !is_static(rt) || !is_static(ot))
+    return ctx.unsupported(op, "dynamic shapes");
+  RETURN_IF_ERROR(require_native(ctx, op));
+  auto free_dims = [](const ir::Type& t, const std::vector<int64_t>& a,
+                      const std::vector<int64_t>& b) {
+    std::vector<int> f;
+    for (int d = 0; d < t.rank(); ++d)
+      if (std::find(a.begin(), a.end(), d) == a.end() &&
+          std::find(b.begin(), b.end(), d) == b.end())
+        f.push_back(d);
+    return f;
+  };
+  std::vector<int> lf = free_dims(lt, dd.lhs_batching_dimensions, dd.lhs_contracting_dimensions);
+  std::vector<int> rf = free_dims(rt, dd.rhs_batching_dimensions, dd.rhs_contracting_dimensions);
+  if (dd.lhs_batching_dimensions.size() != dd.rhs_batching_dimensions.size() ||
+      dd.lhs_contracting_dimensions.size() != dd.rhs_contracting_dimensions.size())
+    return ctx.malformed(op, "batching/contracting dimension counts differ");
+  auto prod = [](const ir::Type& t, const auto& dims) {
+    int64_t p = 1;
+    for (auto d : dims) p *= t.dims[d];
+    return static_cast<int>(p);
+  };
+  const int b = prod(lt, dd.lhs_batching_dimensions), m = prod(lt, lf), n = prod(rt, rf);
+  const int k = prod(lt, dd.lhs_contracting_dimensions);
+  if (k != prod(rt, dd.rhs_contracting_dimensions))
+    return ctx.malformed(op, "contracting dimension sizes differ");
+  const mx::Shape out_shape = storage_shape(ot);
+  // Empty M/N/K: no matmul at all (an empty matmul is a known MLX hazard); K=0 sums nothing.
+  if (int64_t{b} * m * n == 0 || k == 0)
+    return Values{mx::zeros(out_shape, *storage_dtype(ot.dtype))};
+  std::vector<int> lperm = to_ints(dd.lhs_batching_dimensions), rperm;
+  lperm.insert(lperm.end(), lf.begin(), lf.end());
+  for (int64_t d : dd.lhs_contracting_dimensions) lperm.push_back(static_cast<int>(d));
+  rperm = to_ints(dd.rhs_batching_dimensions);
+  for (int64_t d : dd.rhs_contracting_dimensions) rperm.push_back(static_cast<int>(d));
+  rperm.insert(rperm.end(), rf.begin(), rf.end());
+  mx::array l = mx::reshape(mx::transpose(in[0], lperm), {b, m, k});
+  mx::array r = mx::reshape(mx::transpose(in[1], rperm), {b, k, n});
+  ASSIGN_OR_RETURN(mx::array p, batched_product(ctx, op, l, r, lt.dtype, rt.dtype, ot.dtype));
+  return Values{mx::reshape(p, out_shape)};
+}
+
+StatusOr<Values> lower_dot_general(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  const auto* dd = op.attr<ir::DotDims>("dot_dimension_numbers");
+  if (dd == nullptr) return ctx.malformed(op, "no dot_dimension_numbers");
+  return dot_general(ctx, op, in, *dd);
+}
+
+// Old form: contracts the last lhs dim with the first rhs dim (vector or matrix operands).
+StatusOr<Values> lower_dot(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  const int64_t lr = operand_type(op, 0).rank(), rr = operand_type(op, 1).rank();
+  if (lr < 1 || lr > 2 || rr < 1 || rr > 2)
+    return ctx.malformed(op, "dot operands must be 1-d or 2-d");
+  ir::DotDims dd;
+  dd.lhs_contracting_dimensions = {lr - 1};
+  dd.rhs_contracting_dimensions = {0};
+  return dot_general(ctx, op, in, dd);
+}
+
+}  // namespace
+
+void register_dot(Registry& r) {
+  r.add(ir::OpKind::kDotGeneral, lower_dot_general);
+  r.add(ir::OpKind::kDot, lower_dot);
+}
+
+}  // namespace jaxmlx::lower

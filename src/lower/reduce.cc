@@ -1,0 +1,225 @@
+// Lowering rules: reduce family (see lowering.h for the rule contract).
+//
+// stablehlo.reduce with any body. Bodies that are one commutative op on the two block args
+// (add, multiply, maximum, minimum, and, or) lower to MLX's reductions, combined once with
+// the init value (XLA folds the init in exactly once). Every other body — variadic argmax/argmin
+// reduces, bitwise and/or/xor on integers, types MLX lacks — runs by tree reduction: halve the
+// reduced axis and apply the body to the halves, log2(n) region calls (XLA assumes the body is
+// associative, so any schedule is valid).
+#include <algorithm>
+#include <numeric>
+#include <optional>
+#include <unordered_map>
+
+#include "lower/shape_util.h"
+
+namespace jaxmlx::lower {
+
+using namespace shape_util;
+
+namespace {
+
+// The kind of the single binary op a reduce body applies to its two block args, if that is
+// all the body does (`return op(a, b)` or `return op(b, a)`).
+std::optional<ir::OpKind> match_binary_body(const ir::Region& region) {
+  if (region.blocks.size() != 1) return std::nullopt;
+  const ir::Block& b = region.entry();
+  if (b.args.size() != 2 || b.ops.size() != 2) return std::nullopt;
+  const ir::Op& f = b.ops[0];
+  const ir::Op& ret = b.ops[1];
+  if (ret.kind != ir::OpKind::kReturn || ret.operands.size() != 1 || f.results.size() != 1 ||
+      f.operands.size() != 2 || !(ret.operands[0] == f.results[0]))
+    return std::nullopt;
+  const bool direct = f.operands[0] == b.args[0] && f.operands[1] == b.args[1];
+  const bool swapped = f.operands[0] == b.args[1] && f.operands[1] == b.args[0];
+  if (!direct && !swapped) return std::nullopt;
+  return f.kind;
+}
+
+bool is_half_float(mx::Dtype dt) { return dt == mx::float16 || dt == mx::bfloat16; }
+
+// f32 max (or min) over `axes` folded with `init`, with IEEE-754 maximum's signed zeros as XLA
+// has them: +0 > -0. MLX returns whichever zero it met first, so the sign of a zero result is
+// set from whether any +0 (for max; -0 for min) took part. MLX max/min propagate NaN.
+mx::array signed_zero_extreme(const mx::array& x, const mx::array& init,
+                              const std::vector<int>& axes, bool is_max) {
+  mx::array zero = mx::zeros({}, mx::float32);
+  auto is_zero_of_sign = [&](const mx::array& a) {
+    mx::array neg = mx::less(mx::view(a, mx::int32), mx::zeros({}, mx::int32));
+    return mx::logical_and(mx::equal(a, zero), is_max ? mx::logical_not(neg) : neg);
+  };
+  mx::array r = is_max ? mx::max(x, axes) : mx::min(x, axes);
+  mx::array wanted = mx::logical_or(mx::any(is_zero_of_sign(x), axes), is_zero_of_sign(init));
+  r = is_max ? mx::maximum(r, init) : mx::minimum(r, init);
+  mx::array fixed = is_max ? mx::abs(r) : mx::negative(mx::abs(r));
+  return mx::where(mx::logical_and(mx::equal(r, zero), wanted), fixed, r);
+}
+
+// MLX reduction for a single-op body over `axes`, combined with `init`; nullopt when MLX has
+// no exact equivalent (the caller then uses the tree reduction).
+std::optional<mx::array> fast_reduce(ir::OpKind k, const mx::array& x, const mx::array& init,
+                                     const std::vector<int>& axes, mx::Dtype out) {
+  const bool is_bool = out == mx::bool_;
+  const bool is_cplx = out == mx::complex64;
+  // Half floats accumulate in f32 and round once at the end.
+  const mx::Dtype acc = is_half_float(out) ? mx::float32 : out;
+  mx::array xa = mx::astype(x, acc), ia = mx::astype(init, acc);
+  switch (k) {
+    case ir::OpKind::kAdd:
+      if (is_bool) return std::nullopt;
+      // Integer sums come back widened; the cast wraps them exactly like XLA's.
+      return mx::astype(mx::add(mx::astype(mx::sum(xa, axes), acc), ia), out);
+    case ir::OpKind::kMultiply:
+      if (is_bool) return std::nullopt;
+      return mx::astype(mx::multiply(mx::astype(mx::prod(xa, axes), acc), ia), out);
+    case ir::OpKind::kMaximum:
+      if (is_cplx) return std::nullopt;
+      if (acc == mx::float32) return mx::astype(signed_zero_extreme(xa, ia, axes, true), out);
+      return mx::astype(mx::maximum(mx::max(xa, axes), ia), out);  // MLX max propagates NaN
+    case ir::OpKind::kMinimum:
+      if (is_cplx) return std::nullopt;
+      if (acc == mx::float32) return mx::astype(signed_zero_extreme(xa, ia, axes, false), out);
+      return mx::astype(mx::minimum(mx::min(xa, axes), ia), out);
+    case ir::OpKind::kAnd:
+      if (!is_bool) return std::nullopt;
+      return mx::logical_and(mx::all(xa, axes), ia);
+    case ir::OpKind::kOr:
+      if (!is_bool) return std::nullopt;
+      return mx::logical_or(mx::any(xa, axes), ia);
+    default:
+      return std::nullopt;
+  }
+}
+
+// Runs a reduce body on whole arrays (elementwise), op by op through the registry's rules.
+// ctx.call_region cannot be used here: the interpreter checks each body op's result against
+// its scalar IR type, which batched arguments never match. Falls back to call_region for
+// bodies this walk cannot follow (several blocks, values captured from outside).
+StatusOr<Values> apply_body(LowerContext& ctx, const ir::Region& region, const Values& args) {
+  if (region.blocks.size() != 1 || region.entry().args.size() != args.size())
+    return ctx.call_region(region, args);
+  const ir::Block& b = region.entry();
+  std::unordered_map<uint32_t, mx::array> env;
+  for (size_t i = 0; i < args.size(); ++i) env.insert_or_assign(b.args[i].id, args[i]);
+  for (const ir::Op& op : b.ops) {
+    Values in;
+    for (const ir::Value& v : op.operands) {
+      auto it = env.find(v.id);
+      if (it == env.end()) return ctx.call_region(region, args);
+      in.push_back(it->second);
+    }
+    if (op.kind == ir::OpKind::kReturn) return in;
+    const LowerFn* fn = Registry::global().find(op.kind);
+    if (fn == nullptr) return ctx.unsupported(op, "no MLX lowering (inside a reduce body)");
+    ASSIGN_OR_RETURN(Values out, (*fn)(ctx, op, in));
+    if (out.size() != op.results.size()) return ctx.malformed(op, "wrong result count");
+    for (size_t i = 0; i < out.size(); ++i) env.insert_or_assign(op.results[i].id, out[i]);
+  }
+  return invalid_argument("reduce body has no return");
+}
+
+// Applies the body pairwise along `axis` until one element is left; odd lengths carry their
+// last element over to the next round instead of padding (the init value is used only once).
+StatusOr<Values> tree_reduce(LowerContext& ctx, const ir::Region& body, Values xs, int axis) {
+  const size_t n = xs.size();
+  int len = xs[0].shape(axis);
+  while (len > 1) {
+    const int h = len / 2;
+    Values args, rest;
+    args.reserve(2 * n);
+    for (size_t i = 0; i < n; ++i) {
+      mx::Shape start(xs[i].ndim(), 0), mid = xs[i].shape();
+      mid[axis] = h;
+      args.push_back(mx::slice(xs[i], start, mid));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      mx::Shape start(xs[i].ndim(), 0), stop = xs[i].shape();
+      start[axis] = h;
+      stop[axis] = 2 * h;
+      args.push_back(mx::slice(xs[i], start, stop));
+      if (len % 2) {
+        start[axis] = 2 * h;
+        stop[axis] = len;
+        rest.push_back(mx::slice(xs[i], start, stop));
+      }
+    }
+    ASSIGN_OR_RETURN(Values out, apply_body(ctx, body, args));
+    if (out.size() != n) return invalid_argument("reduce body returned the wrong value count");
+    for (size_t i = 0; i < n; ++i) {
+      // A body may return a broadcastable (e.g. constant) value; keep the halves' shape.
+      mx::Shape shape = args[i].shape();
+      out[i] = mx::broadcast_to(mx::astype(out[i], args[i].dtype()), shape);
+      xs[i] = len % 2 ? mx::concatenate({out[i], rest[i]}, axis) : out[i];
+    }
+    len = h + len % 2;
+  }
+  return xs;
+}
+
+StatusOr<Values> lower_reduce(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  const size_t n = op.results.size();
+  if (in.size() != 2 * n || op.regions.size() != 1 || op.regions[0].empty())
+    return ctx.malformed(op, "reduce needs N inputs, N init values and a body");
+  const ir::Type& t = operand_type(op, 0);
+  if (!is_static(t)) return ctx.unsupported(op, "dynamic operand shape");
+  const int rank = static_cast<int>(t.rank());
+  const int trail = trailing_rank(t);
+  std::vector<int> axes = to_ints(op.get_i64s("dimensions"));
+  std::vector<bool> reduced(rank, false);
+  for (int a : axes) {
+    if (a < 0 || a >= rank || reduced[a]) return ctx.malformed(op, "bad reduce dimension");
+    reduced[a] = true;
+  }
+  // Inputs and inits in the result's storage dtype (bodies may compute in a wider type).
+  Values xs, inits;
+  std::vector<mx::Dtype> out_dt;
+  for (size_t i = 0; i < n; ++i) {
+    auto dt = storage_dtype(result_type(op, i).dtype);
+    if (!dt) return ctx.unsupported(op, "result type " + type_to_string(result_type(op, i)));
+    out_dt.push_back(*dt);
+    const bool cast = is_native(result_type(op, i).dtype) && in[i].dtype() != *dt;
+    xs.push_back(cast ? mx::astype(in[i], *dt) : in[i]);
+    inits.push_back(cast ? mx::astype(in[n + i], *dt) : in[n + i]);
+  }
+  int64_t count = 1;
+  for (int a : axes) count *= t.dims[a];
+  // No reduced dims: XLA returns the operands unchanged (the init value is not folded in).
+  if (axes.empty()) return xs;
+  // Nothing to reduce: every result element is its init value.
+  if (count == 0) {
+    Values res;
+    for (size_t i = 0; i < n; ++i)
+      res.push_back(mx::broadcast_to(inits[i], storage_shape(result_type(op, i))));
+    return res;
+  }
+  if (n == 1 && is_native(t.dtype) && !axes.empty()) {
+    if (auto k = match_binary_body(op.regions[0])) {
+      if (auto r = fast_reduce(*k, xs[0], inits[0], axes, out_dt[0])) return Values{*r};
+    }
+  }
+  // Tree path: move the reduced dims to one axis after the kept ones (before c128's trailing).
+  std::vector<int> perm;
+  mx::Shape flat;
+  for (int d = 0; d < rank; ++d)
+    if (!reduced[d]) perm.push_back(d), flat.push_back(static_cast<int>(t.dims[d]));
+  const int axis = static_cast<int>(perm.size());
+  for (int a : axes) perm.push_back(a);
+  flat.push_back(static_cast<int>(count));
+  for (int j = 0; j < trail; ++j) perm.push_back(rank + j), flat.push_back(xs[0].shape(rank + j));
+  for (size_t i = 0; i < n; ++i) xs[i] = mx::reshape(mx::transpose(xs[i], perm), flat);
+  ASSIGN_OR_RETURN(Values red, tree_reduce(ctx, op.regions[0], xs, axis));
+  // Fold the init values in once: body(init, reduced).
+  Values args = inits;
+  for (size_t i = 0; i < n; ++i) args.push_back(mx::squeeze(red[i], axis));
+  ASSIGN_OR_RETURN(Values res, apply_body(ctx, op.regions[0], args));
+  if (res.size() != n) return ctx.malformed(op, "reduce body returned the wrong value count");
+  for (size_t i = 0; i < n; ++i)
+    res[i] = mx::broadcast_to(mx::astype(res[i], out_dt[i]), storage_shape(result_type(op, i)));
+  return res;
+}
+
+}  // namespace
+
+void register_reduce(Registry& r) { r.add(ir::OpKind::kReduce, lower_reduce); }
+
+}  // namespace jaxmlx::lower

@@ -1,0 +1,28 @@
+#include "lower/lowering.h"
+
+namespace jaxmlx::lower {
+
+void Registry::add(ir::OpKind kind, LowerFn fn) { rules_[static_cast<size_t>(kind)] = std::move(fn); }
+
+const LowerFn* Registry::find(ir::OpKind kind) const {
+  const LowerFn& fn = rules_[static_cast<size_t>(kind)];
+  return fn ? &fn : nullptr;
+}
+
+const Registry& Registry::global() {
+  static const Registry* registry = [] {
+    auto* r = new Registry;
+    register_elementwise(*r);
+    register_convert(*r);
+    register_shape(*r);
+    register_reduce(*r);
+    register_dot(*r);
+    register_control_flow(*r);
+    register_rng(*r);
+    register_custom_call(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+}  // namespace jaxmlx::lower

@@ -1,0 +1,16 @@
+// Counter-based generators shared by the rng and custom_call rules (lazy MLX graphs).
+#pragma once
+
+#include <array>
+
+#include "mlx/array.h"
+
+namespace jaxmlx::lower {
+
+// Threefry-2x32 with 20 rounds, as jax's threefry2x32 primitive and XLA's THREE_FRY compute it:
+// counters (x0, x1) under key (k0, k1); all uint32, broadcasting together.
+std::array<mlx::core::array, 2> threefry2x32(mlx::core::array x0, mlx::core::array x1,
+                                             const mlx::core::array& k0,
+                                             const mlx::core::array& k1);
+
+}  // namespace jaxmlx::lower

@@ -1,0 +1,182 @@
+// Lowering rules: shape family, part 2 (see lowering.h for the rule contract): slice,
+// dynamic_slice, dynamic_update_slice, pad, real_dynamic_slice.
+//
+// Dynamic starts stay on the device: they are clamped with MLX ops and fed to MLX's
+// array-start slice/slice_update, never read back (PITFALLS 2.11).
+#include <algorithm>
+
+#include "lower/shape_util.h"
+
+namespace jaxmlx::lower {
+
+using namespace shape_util;
+
+namespace {
+
+StatusOr<Values> lower_slice(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  const ir::Type& t = operand_type(op, 0);
+  mx::Shape start = to_shape(op.get_i64s("start_indices"));
+  mx::Shape stop = to_shape(op.get_i64s("limit_indices"));
+  mx::Shape strides = to_shape(op.get_i64s("strides"));
+  const size_t r = static_cast<size_t>(t.rank());
+  if (strides.empty()) strides = mx::Shape(r, 1);
+  if (start.size() != r || stop.size() != r || strides.size() != r)
+    return ctx.malformed(op, "slice attributes do not match the operand rank");
+  for (size_t d = 0; d < r; ++d)
+    if (strides[d] <= 0 || start[d] < 0 || stop[d] < start[d] || stop[d] > t.dims[d])
+      return ctx.malformed(op, "slice bounds out of range");
+  extend_trailing(t, &start, &stop, &strides);
+  return Values{mx::slice(in[0], start, stop, strides)};
+}
+
+// spec: dynamic_slice/dynamic_update_slice — each start is clamped into [0, dim - size].
+// Returns the clamped starts as one int32 vector.
+mx::array clamped_starts(const Values& in, size_t first, const ir::Type& t,
+                         const std::vector<int64_t>& sizes) {
+  std::vector<mx::array> starts;
+  starts.reserve(sizes.size());
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    mx::array s = mx::reshape(in[first + d], {});
+    const int64_t limit = std::max<int64_t>(t.dims[d] - sizes[d], 0);
+    // uint64 starts above INT64_MAX must clamp high, so cap them before going signed.
+    if (s.dtype() == mx::uint64) s = mx::minimum(s, int_scalar(limit, mx::uint64));
+    s = mx::astype(s, mx::int64);
+    s = mx::clip(s, int_scalar(0, mx::int64), int_scalar(limit, mx::int64));
+    starts.push_back(mx::astype(s, mx::int32));
+  }
+  return mx::stack(starts);
+}
+
+std::vector<int> all_axes(int64_t rank) {
+  std::vector<int> axes(rank);
+  for (int i = 0; i < rank; ++i) axes[i] = i;
+  return axes;
+}
+
+StatusOr<Values> lower_dynamic_slice(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  const ir::Type& t = operand_type(op, 0);
+  std::vector<int64_t> sizes = op.get_i64s("slice_sizes");
+  if (!is_static(t)) return ctx.unsupported(op, "dynamic operand shape");
+  if (static_cast<int64_t>(sizes.size()) != t.rank() || in.size() != sizes.size() + 1)
+    return ctx.malformed(op, "slice_sizes / start indices do not match the operand rank");
+  if (t.rank() == 0) return Values{in[0]};
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] < 0 || sizes[d] > t.dims[d]) return ctx.malformed(op, "slice size too large");
+  mx::Shape size = to_shape(sizes);
+  extend_trailing(t, nullptr, &size, nullptr);
+  if (t.num_elements() == 0 || result_type(op).num_elements() == 0)
+    return Values{mx::zeros(size, in[0].dtype())};
+  mx::array starts = clamped_starts(in, 1, t, sizes);
+  return Values{mx::slice(in[0], starts, all_axes(t.rank()), size)};
+}
+
+StatusOr<Values> lower_dynamic_update_slice(LowerContext& ctx, const ir::Op& op,
+                                            const Values& in) {
+  const ir::Type& t = operand_type(op, 0);
+  const ir::Type& u = operand_type(op, 1);
+  if (!is_static(t) || !is_static(u)) return ctx.unsupported(op, "dynamic shapes");
+  if (u.rank() != t.rank() || in.size() != static_cast<size_t>(t.rank()) + 2)
+    return ctx.malformed(op, "update rank / start indices do not match the operand rank");
+  for (int64_t d = 0; d < t.rank(); ++d)
+    if (u.dims[d] > t.dims[d]) return ctx.malformed(op, "update larger than operand");
+  if (u.num_elements() == 0 || t.rank() == 0)
+    return Values{t.rank() == 0 ? in[1] : in[0]};
+  mx::array starts = clamped_starts(in, 2, t, u.dims);
+  return Values{mx::slice_update(in[0], in[1], starts, all_axes(t.rank()))};
+}
+
+// A full array of `shape` holding the 0-d `value` (storage form, may carry a trailing dim).
+mx::array filled(const mx::array& value, const mx::Shape& shape) {
+  return mx::broadcast_to(value, shape);
+}
+
+// spec: pad — interior padding dilates the operand first, then edge padding (which may be
+// negative, cropping) applies to the dilated array (PITFALLS 2.12: MLX's own pad cannot crop).
+StatusOr<Values> lower_pad(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  const ir::Type& t = operand_type(op, 0);
+  const ir::Type& rt = result_type(op);
+  std::vector<int64_t> lo = op.get_i64s("edge_padding_low");
+  std::vector<int64_t> hi = op.get_i64s("edge_padding_high");
+  std::vector<int64_t> interior = op.get_i64s("interior_padding");
+  const size_t r = static_cast<size_t>(t.rank());
+  if (!is_static(t) || !is_static(rt)) return ctx.unsupported(op, "dynamic shapes");
+  if (interior.empty()) interior.assign(r, 0);
+  if (lo.size() != r || hi.size() != r || interior.size() != r)
+    return ctx.malformed(op, "padding attributes do not match the operand rank");
+  mx::array x = in[0];
+  const mx::array& pad_value = in[1];
+  // 1. Dilate: scatter the operand with stride interior+1 into a pad-filled array.
+  mx::Shape dil(r);
+  bool any_interior = false;
+  for (size_t d = 0; d < r; ++d) {
+    if (interior[d] < 0) return ctx.malformed(op, "negative interior padding");
+    dil[d] = t.dims[d] == 0 ? 0 : static_cast<int>(t.dims[d] + (t.dims[d] - 1) * interior[d]);
+    any_interior |= interior[d] > 0 && t.dims[d] > 1;
+  }
+  if (any_interior) {
+    mx::Shape start(r, 0), stop = dil, strides(r);
+    for (size_t d = 0; d < r; ++d) strides[d] = static_cast<int>(interior[d] + 1);
+    mx::Shape full = dil;
+    extend_trailing(t, &start, &stop, &strides);
+    extend_trailing(t, nullptr, &full, nullptr);
+    x = mx::slice_update(filled(pad_value, full), x, start, stop, strides);
+  }
+  // 2. Crop where the edge padding is negative.
+  mx::Shape cstart(r), cstop(r), ones(r, 1);
+  bool any_crop = false;
+  for (size_t d = 0; d < r; ++d) {
+    cstart[d] = static_cast<int>(std::min<int64_t>(std::max<int64_t>(-lo[d], 0), dil[d]));
+    cstop[d] = static_cast<int>(std::max<int64_t>(dil[d] - std::max<int64_t>(-hi[d], 0),
+                                                  cstart[d]));
+    any_crop |= cstart[d] != 0 || cstop[d] != dil[d];
+  }
+  if (any_crop) {
+    extend_trailing(t, &cstart, &cstop, &ones);
+    x = mx::slice(x, cstart, cstop, ones);
+  }
+  // 3. Place into the pad-filled result where the edge padding is positive.
+  mx::Shape rshape = storage_shape(rt);
+  if (x.shape() == rshape) return Values{x};
+  if (rt.num_elements() == 0) return Values{mx::zeros(rshape, x.dtype())};
+  mx::Shape pstart(r), pstop(r), pstrides(r, 1);
+  for (size_t d = 0; d < r; ++d) {
+    pstart[d] = static_cast<int>(std::max<int64_t>(lo[d], 0));
+    pstop[d] = pstart[d] + x.shape(static_cast<int>(d));
+  }
+  extend_trailing(t, &pstart, &pstop, &pstrides);
+  if (x.size() == 0) return Values{filled(pad_value, rshape)};
+  return Values{mx::slice_update(filled(pad_value, rshape), x, pstart, pstop, pstrides)};
+}
+
+// spec: real_dynamic_slice — start/limit/strides are 1-d tensors; the result shape is static,
+// so gather start + i*stride along each dim (no clamping in the spec; we clamp for safety).
+StatusOr<Values> lower_real_dynamic_slice(LowerContext& ctx, const ir::Op& op,
+                                          const Values& in) {
+  const ir::Type& t = operand_type(op, 0);
+  const ir::Type& rt = result_type(op);
+  if (!is_static(t) || !is_static(rt)) return ctx.unsupported(op, "dynamic shapes");
+  if (rt.num_elements() == 0) return Values{mx::zeros(storage_shape(rt), in[0].dtype())};
+  mx::array x = in[0];
+  mx::array start = mx::astype(in[1], mx::int32);
+  mx::array stride = mx::astype(in[3], mx::int32);
+  for (int d = 0; d < t.rank(); ++d) {
+    mx::array s = mx::take(start, d), k = mx::take(stride, d);
+    mx::array idx = mx::add(s, mx::multiply(mx::arange(0, static_cast<int>(rt.dims[d]), 1), k));
+    idx = mx::clip(idx, int_scalar(0, mx::int32), int_scalar(t.dims[d] - 1, mx::int32));
+    x = mx::take(x, idx, d);
+  }
+  return Values{x};
+}
+
+}  // namespace
+
+void register_shape_slice(Registry& r) {
+  using K = ir::OpKind;
+  r.add(K::kSlice, lower_slice);
+  r.add(K::kDynamicSlice, lower_dynamic_slice);
+  r.add(K::kDynamicUpdateSlice, lower_dynamic_update_slice);
+  r.add(K::kPad, lower_pad);
+  r.add(K::kRealDynamicSlice, lower_real_dynamic_slice);
+}
+
+}  // namespace jaxmlx::lower

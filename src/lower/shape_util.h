@@ -1,0 +1,56 @@
+// Small helpers shared by the shape, reduce and dot rules: storage shapes of IR types (c128
+// carries a trailing storage dim of 2, see dtypes.h) and int conversions for MLX shapes.
+// Header-only; every function is a pure function of its arguments.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/module.h"
+#include "lower/dtypes.h"
+#include "lower/lowering.h"
+#include "lower/util.h"
+#include "mlx/ops.h"
+
+namespace jaxmlx::lower::shape_util {
+
+// 1 when arrays of this element type carry an extra trailing storage dim (c128), else 0.
+inline int trailing_rank(const ir::Type& t) { return storage_trailing_dim(t.dtype) > 0 ? 1 : 0; }
+
+// The MLX shape of a tensor type's storage form.
+inline mx::Shape storage_shape(const ir::Type& t) {
+  mx::Shape s;
+  s.reserve(t.dims.size() + 1);
+  for (int64_t d : t.dims) s.push_back(static_cast<int32_t>(d));
+  if (int extra = storage_trailing_dim(t.dtype)) s.push_back(extra);
+  return s;
+}
+
+inline mx::Shape to_shape(const std::vector<int64_t>& v) {
+  return mx::Shape(v.begin(), v.end());
+}
+
+inline std::vector<int> to_ints(const std::vector<int64_t>& v) {
+  return std::vector<int>(v.begin(), v.end());
+}
+
+// Extends per-dimension vectors over the trailing storage dims of `t` (identity there).
+inline void extend_trailing(const ir::Type& t, mx::Shape* start, mx::Shape* stop,
+                            mx::Shape* strides) {
+  if (int extra = storage_trailing_dim(t.dtype)) {
+    if (start) start->push_back(0);
+    if (stop) stop->push_back(extra);
+    if (strides) strides->push_back(1);
+  }
+}
+
+// The i-th result / operand type of an op.
+inline const ir::Type& result_type(const ir::Op& op, size_t i = 0) { return *op.results[i].type; }
+inline const ir::Type& operand_type(const ir::Op& op, size_t i) { return *op.operands[i].type; }
+
+// True when every dim of `t` is static (rules below need static shapes).
+inline bool is_static(const ir::Type& t) { return t.ranked && !t.has_dynamic_dims(); }
+
+}  // namespace jaxmlx::lower::shape_util

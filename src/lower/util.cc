@@ -1,0 +1,100 @@
+#include "lower/util.h"
+
+#include <cstring>
+
+#include "lower/dtypes.h"
+#include "mlx/primitives.h"
+
+namespace jaxmlx::lower {
+
+std::string non_native_reason(ir::ElementType t) {
+  std::string name(ir::element_type_name(t));
+  if (t == ir::ElementType::kF64 || t == ir::ElementType::kC128)
+    return name + " compute is not supported (MLX has no " + name +
+           "; JAX_MLX_F64=downcast is not implemented yet)";
+  return name + " compute is not supported (MLX has no " + name + " type)";
+}
+
+Status require_native(const LowerContext& ctx, const ir::Op& op) {
+  auto check = [&](const std::vector<ir::Value>& values) -> Status {
+    for (const ir::Value& v : values)
+      if (v.type && !is_native(v.type->dtype))
+        return ctx.unsupported(op, non_native_reason(v.type->dtype));
+    return Status();
+  };
+  RETURN_IF_ERROR(check(op.operands));
+  return check(op.results);
+}
+
+mx::array int_scalar(int64_t v, mx::Dtype d) {
+  if (d == mx::uint64) return mx::array(static_cast<uint64_t>(v), d);
+  if (d == mx::bool_) return mx::array(v != 0, d);
+  return mx::array(v, d);
+}
+
+mx::array float_scalar(double v, mx::Dtype d) { return mx::array(static_cast<float>(v), d); }
+
+int dtype_bits(mx::Dtype d) { return static_cast<int>(d.size()) * 8; }
+
+mx::Dtype unsigned_of(mx::Dtype d) {
+  switch (d.size()) {
+    case 1: return mx::uint8;
+    case 2: return mx::uint16;
+    case 4: return mx::uint32;
+    default: return mx::uint64;
+  }
+}
+
+mx::Dtype signed_of(mx::Dtype d) {
+  switch (d.size()) {
+    case 1: return mx::int8;
+    case 2: return mx::int16;
+    case 4: return mx::int32;
+    default: return mx::int64;
+  }
+}
+
+bool is_unsigned_dtype(mx::Dtype d) {
+  return d == mx::uint8 || d == mx::uint16 || d == mx::uint32 || d == mx::uint64;
+}
+
+namespace {
+
+template <typename T>
+std::optional<int64_t> splat_of(const mx::array& a) {
+  const T* p = a.data<T>();
+  if (p == nullptr) return std::nullopt;
+  for (size_t i = 1; i < a.data_size(); ++i)
+    if (p[i] != p[0]) return std::nullopt;
+  return static_cast<int64_t>(p[0]);
+}
+
+}  // namespace
+
+std::optional<int64_t> splat_int_constant(const mx::array& in) {
+  mx::array a = in;
+  // Look through broadcasts and reshapes of a data array (how a splat constant usually looks).
+  for (int depth = 0; depth < 4 && a.has_primitive(); ++depth) {
+    if (a.is_tracer()) return std::nullopt;  // a traced program input, not a constant
+    std::string name = a.primitive().name();
+    if ((name != "Broadcast" && name != "Reshape") || a.inputs().size() != 1) return std::nullopt;
+    a = a.inputs()[0];
+  }
+  if (a.has_primitive() || a.is_tracer() || !a.is_available() || a.size() == 0 ||
+      a.data_size() == 0 || a.data_size() > (1 << 16))
+    return std::nullopt;
+  using V = mx::Dtype::Val;
+  switch (a.dtype().val()) {
+    case V::int8: return splat_of<int8_t>(a);
+    case V::int16: return splat_of<int16_t>(a);
+    case V::int32: return splat_of<int32_t>(a);
+    case V::int64: return splat_of<int64_t>(a);
+    case V::uint8: return splat_of<uint8_t>(a);
+    case V::uint16: return splat_of<uint16_t>(a);
+    case V::uint32: return splat_of<uint32_t>(a);
+    case V::uint64: return splat_of<uint64_t>(a);
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace jaxmlx::lower

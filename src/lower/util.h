@@ -1,0 +1,39 @@
+// Small helpers shared by the lowering rules: element types of IR values, refusing types MLX
+// lacks, typed scalar constants, and signed/unsigned twins of integer dtypes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "lower/lowering.h"
+#include "mlx/array.h"
+#include "mlx/dtype.h"
+
+namespace jaxmlx::lower {
+
+// The element type of an IR value (its tensor type's dtype).
+inline ir::ElementType element_type(const ir::Value& v) { return v.type->dtype; }
+
+// Why an op cannot compute in a type MLX lacks ("f64 compute is not supported (...)").
+std::string non_native_reason(ir::ElementType t);
+// OK when every operand and result of `op` has a type MLX computes in natively; otherwise
+// ctx.unsupported naming the first offending type.
+Status require_native(const LowerContext& ctx, const ir::Op& op);
+
+// A 0-d array of dtype `d` holding `v`; integers wrap into unsigned types (-1 -> all ones).
+mx::array int_scalar(int64_t v, mx::Dtype d);
+mx::array float_scalar(double v, mx::Dtype d);
+
+// Bit width of an MLX dtype (8 for bool).
+int dtype_bits(mx::Dtype d);
+// The same-width unsigned / signed integer dtype (float16 -> uint16, float32 -> int32, ...).
+mx::Dtype unsigned_of(mx::Dtype d);
+mx::Dtype signed_of(mx::Dtype d);
+bool is_unsigned_dtype(mx::Dtype d);
+
+// The value of `a` when it is a constant whose elements are all equal (a data array, or a
+// broadcast of one) and is integral; nullopt otherwise. Never evaluates anything.
+std::optional<int64_t> splat_int_constant(const mx::array& a);
+
+}  // namespace jaxmlx::lower

@@ -1,0 +1,39 @@
+// Module-level rewrites run before lowering (no MLX here): they make the IR the lowering rules
+// see smaller and uniform.
+//
+//   inline_calls      func.call of a func defined in the module is replaced by the callee's body
+//                     (jax emits threefry, _where, _uniform, ... as private funcs); funcs no
+//                     longer referenced are dropped.
+//   drop_sharding     single-device sharding annotations become identities: sdy.sharding_constraint,
+//                     sdy.reshard, sdy.propagation_barrier, custom_call @Sharding /
+//                     @SPMDFullToShardShape / @SPMDShardToFullShape; sdy.manual_computation is
+//                     replaced by its body.
+//
+// Every pass keeps value ids unique per Func (inlined values get fresh ids past num_values) and
+// leaves a Module that ir::verify accepts. Not thread-safe (mutates the Module).
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+
+#include "base/status.h"
+#include "ir/module.h"
+
+namespace jaxmlx::passes {
+
+struct PassOptions {
+  bool drop_sharding = true;
+  bool inline_calls = true;
+};
+
+// Runs the passes in order (drop_sharding, inline_calls).
+Status run_passes(ir::Module& m, const PassOptions& opts = {});
+
+Status inline_calls(ir::Module& m);
+Status drop_sharding(ir::Module& m);
+
+// Replaces every use of value id k by subst[k] in `f` (nested regions included); chains
+// (a -> b -> c) are followed.
+void replace_uses(ir::Func& f, const std::unordered_map<uint32_t, ir::Value>& subst);
+
+}  // namespace jaxmlx::passes

@@ -1,0 +1,417 @@
+// Executable: passes + lowerability check at compile time; replay at run time.
+//
+// Replay: a program without host reads (no while/case/if) is traced once into an
+// mx::compile'd function whose inputs are the program arguments followed by every constant
+// (never captured: captured arrays are baked into kernels by value), and replayed on later
+// calls. If compiling or running it throws (e.g. MLX's "[compile] Too many inputs/outputs
+// fused"), that run is redone eagerly and the executable stays eager. Programs with control
+// flow run through the Interpreter each call (lazy graphs; loops read conditions as needed).
+#include <cstdlib>
+#include <exception>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "ir/json.h"
+#include "ir/printer.h"
+#include "lower/dtypes.h"
+#include "lower/interpreter.h"
+#include "mlx/mlx.h"
+#include "passes/passes.h"
+#include "runtime/executable.h"
+
+namespace mx = mlx::core;
+
+namespace jaxmlx::runtime {
+namespace {
+
+using lower::Values;
+
+// Carries a Status out of the function mx::compile traces (it can only throw).
+struct TraceError : std::exception {
+  explicit TraceError(Status s) : status(std::move(s)), text(status.to_string()) {}
+  const char* what() const noexcept override { return text.c_str(); }
+  Status status;
+  std::string text;
+};
+
+// Where each program output comes from: an argument, a constant, or the compiled function.
+struct OutputSource {
+  enum Kind { kArg, kConst, kComputed } kind = kComputed;
+  size_t index = 0;
+};
+
+StatusOr<mx::array> placeholder(const ir::Type* t) {
+  if (t->is_token()) return mx::array(false);
+  std::optional<mx::Dtype> dt = lower::storage_dtype(t->dtype);
+  if (!dt || !t->ranked) return unimplemented("argument type " + ir::type_to_string(*t));
+  mx::Shape shape;
+  for (int64_t d : t->dims) {
+    if (d == ir::kDynamic) return unimplemented("dynamic shapes (" + ir::type_to_string(*t) + ")");
+    shape.push_back(static_cast<int32_t>(d));
+  }
+  if (int extra = lower::storage_trailing_dim(t->dtype)) shape.push_back(extra);
+  return mx::zeros(shape, *dt);
+}
+
+TensorSpec spec_of(const ir::Type* t) {
+  TensorSpec s;
+  s.dtype = t->dtype;
+  s.dims = t->dims;
+  return s;
+}
+
+// JAXMLX_COMPILE=1 / 0 forces graph compilation on / off. By default it is on for GPUs only:
+// MLX's CPU backend builds each new fused kernel with the host C++ compiler (seconds each).
+bool compile_enabled(const DeviceWorker& worker) {
+  const char* v = std::getenv("JAXMLX_COMPILE");
+  if (v != nullptr && *v != '\0') return *v != '0';
+  return worker.info().is_gpu;
+}
+
+using CompiledFn = std::function<std::vector<mx::array>(const std::vector<mx::array>&)>;
+
+// Replays while conditions and bodies (without nested control flow) as compiled graphs. Inputs
+// of each graph: the region's arguments, the outer values it reads, and its constants.
+class RegionCache final : public lower::RegionRunner {
+ public:
+  RegionCache(const lower::ProgramInfo& info, const Values& constants)
+      : info_(info), constants_(constants) {}
+
+  std::optional<StatusOr<Values>> run(lower::Interpreter& interp, const ir::Region& region,
+                                      const Values& args) override;
+
+ private:
+  struct Entry {
+    bool analyzed = false, usable = false;
+    std::vector<uint32_t> free_ids;  // values of enclosing blocks the region reads
+    std::vector<size_t> const_idx;   // constants (indices into constants_) inside the region
+    std::vector<OutputSource> sources;  // kArg: region argument, kConst: free value index
+    size_t num_computed = 0;
+    CompiledFn fn;
+  };
+  void analyze(Entry& e, const ir::Region& region);
+  CompiledFn make_fn(Entry& e, const ir::Func& f, const ir::Region& region, size_t nargs);
+
+  const lower::ProgramInfo& info_;
+  const Values& constants_;
+  std::unordered_map<const ir::Region*, Entry> entries_;
+};
+
+void RegionCache::analyze(Entry& e, const ir::Region& region) {
+  e.analyzed = true;
+  if (region.blocks.size() != 1) return;
+  std::unordered_set<uint32_t> defined;
+  bool host = false;
+  for (const ir::Value& a : region.entry().args) defined.insert(a.id);
+  ir::walk(region, [&](const ir::Op& op) {
+    for (const ir::Value& r : op.results) defined.insert(r.id);
+    for (const ir::Region& r : op.regions)
+      for (const ir::Block& b : r.blocks)
+        for (const ir::Value& a : b.args) defined.insert(a.id);
+    host |= op.kind == ir::OpKind::kWhile || op.kind == ir::OpKind::kCase ||
+            op.kind == ir::OpKind::kIf || op.kind == ir::OpKind::kFuncCall ||
+            op.kind == ir::OpKind::kCustomCall;
+    if (auto it = info_.constant_index.find(&op); it != info_.constant_index.end())
+      e.const_idx.push_back(it->second);
+  });
+  if (host) return;
+  std::unordered_set<uint32_t> seen;
+  ir::walk(region, [&](const ir::Op& op) {
+    for (const ir::Value& v : op.operands)
+      if (!defined.count(v.id) && seen.insert(v.id).second) e.free_ids.push_back(v.id);
+  });
+  const ir::Block& b = region.entry();
+  if (b.ops.empty()) return;
+  for (const ir::Value& v : b.ops.back().operands) {
+    OutputSource s;
+    for (size_t i = 0; i < b.args.size(); ++i)
+      if (b.args[i].id == v.id) s = {OutputSource::kArg, i};
+    for (size_t i = 0; s.kind == OutputSource::kComputed && i < e.free_ids.size(); ++i)
+      if (e.free_ids[i] == v.id) s = {OutputSource::kConst, i};
+    if (s.kind == OutputSource::kComputed) s.index = e.num_computed++;
+    e.sources.push_back(s);
+  }
+  e.usable = true;
+}
+
+CompiledFn RegionCache::make_fn(Entry& e, const ir::Func& f, const ir::Region& region,
+                                size_t nargs) {
+  return mx::compile([this, &e, &f, &region, nargs](const std::vector<mx::array>& in) {
+    Values args(in.begin(), in.begin() + nargs);
+    std::vector<std::pair<uint32_t, mx::array>> bound;
+    for (size_t i = 0; i < e.free_ids.size(); ++i) bound.emplace_back(e.free_ids[i], in[nargs + i]);
+    Values consts = constants_;
+    for (size_t j = 0; j < e.const_idx.size(); ++j)
+      consts[e.const_idx[j]] = in[nargs + e.free_ids.size() + j];
+    lower::Interpreter t(info_, lower::Registry::global(), lower::RunMode::kTrace, &consts);
+    StatusOr<Values> out = t.run_region(f, region, bound, args);
+    if (!out.ok()) throw TraceError(out.status());
+    std::vector<mx::array> computed;
+    for (size_t i = 0; i < e.sources.size(); ++i)
+      if (e.sources[i].kind == OutputSource::kComputed) computed.push_back((*out)[i]);
+    return computed;
+  });
+}
+
+std::optional<StatusOr<Values>> RegionCache::run(lower::Interpreter& interp,
+                                                 const ir::Region& region, const Values& args) {
+  const ir::Func* f = interp.current_func();
+  Entry& e = entries_[&region];
+  if (!e.analyzed) analyze(e, region);
+  if (!e.usable || f == nullptr) return std::nullopt;
+  std::vector<mx::array> xs = args;
+  Values free_values;
+  for (uint32_t id : e.free_ids) {
+    StatusOr<mx::array> v = interp.value(id);
+    if (!v.ok()) return std::nullopt;
+    free_values.push_back(*v);
+  }
+  xs.insert(xs.end(), free_values.begin(), free_values.end());
+  for (size_t c : e.const_idx) xs.push_back(constants_[c]);
+  std::vector<mx::array> computed;
+  if (e.num_computed > 0) {
+    try {
+      if (!e.fn) e.fn = make_fn(e, *f, region, args.size());
+      computed = e.fn(xs);
+    } catch (const std::exception&) {
+      e.usable = false;  // interpreting it reports any real error with the op's name
+      e.fn = nullptr;
+      return std::nullopt;
+    }
+  }
+  Values out;
+  for (const OutputSource& s : e.sources) {
+    switch (s.kind) {
+      case OutputSource::kArg: out.push_back(args[s.index]); break;
+      case OutputSource::kConst: out.push_back(free_values[s.index]); break;
+      case OutputSource::kComputed: out.push_back(computed[s.index]); break;
+    }
+  }
+  return StatusOr<Values>(std::move(out));
+}
+
+class ExecutableImpl final : public Executable,
+                             public std::enable_shared_from_this<ExecutableImpl> {
+ public:
+  ExecutableImpl(std::shared_ptr<DeviceWorker> worker, ir::Module module)
+      : worker_(std::move(worker)), module_(std::move(module)) {}
+
+  ~ExecutableImpl() override {
+    // MLX's compile cache is per thread: release the compiled function (and arrays) on the worker.
+    if (!worker_) return;
+    worker_->post([fn = std::move(compiled_), consts = std::move(constants_),
+                   regions = std::move(regions_)]() mutable {
+      fn = nullptr;
+      regions.reset();
+      consts.clear();
+    });
+    // The last reference to an execution often dies on the worker itself; the worker cannot
+    // join its own thread, so a helper thread drops our reference to it.
+    if (worker_->on_worker_thread() && worker_.use_count() == 1)
+      std::thread([w = std::move(worker_)]() mutable { w.reset(); }).detach();
+  }
+
+  Status init();
+
+  const std::string& name() const override { return name_; }
+  const std::string& fingerprint() const override { return fingerprint_; }
+  const std::vector<TensorSpec>& inputs() const override { return inputs_; }
+  const std::vector<TensorSpec>& outputs() const override { return outputs_; }
+  std::string program_text() const override { return ir::print_module(module_); }
+
+  void execute(std::vector<std::shared_ptr<Buffer>> inputs,
+               std::vector<std::shared_ptr<Buffer>> outputs, Event done) override;
+
+ private:
+  Status trial();  // on the worker
+  StatusOr<Values> run(const Values& args);
+  StatusOr<Values> run_compiled(const Values& args);
+  StatusOr<Values> run_eager(const Values& args);
+  void plan_outputs();
+
+  std::shared_ptr<DeviceWorker> worker_;
+  ir::Module module_;
+  const ir::Func* entry_ = nullptr;
+  lower::ProgramInfo info_;
+  std::string name_, fingerprint_;
+  std::vector<TensorSpec> inputs_, outputs_;
+  std::vector<OutputSource> sources_;
+  size_t num_computed_ = 0;
+
+  // Worker-only state.
+  Values constants_;
+  bool constants_ready_ = false;
+  bool use_compiled_ = false;
+  CompiledFn compiled_;
+  std::shared_ptr<RegionCache> regions_;  // compiled loop regions, when compiling is on
+};
+
+Status ExecutableImpl::init() {
+  RETURN_IF_ERROR(passes::run_passes(module_));
+  ir::Func* entry = module_.find_func("main");
+  if (entry == nullptr) return invalid_argument("the module has no @main function");
+  entry_ = entry;
+  name_ = module_.name.empty() ? "main" : module_.name;
+  std::string text = ir::print_module(module_);
+  fingerprint_ = ir::fnv1a64_hex({reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+  for (const ir::Type* t : entry_->arg_types) inputs_.push_back(spec_of(t));
+  for (const ir::Type* t : entry_->result_types) outputs_.push_back(spec_of(t));
+
+  std::vector<std::string> missing =
+      lower::find_unlowerable(module_, *entry_, lower::Registry::global());
+  if (!missing.empty()) {
+    std::string msg = std::to_string(missing.size()) +
+                      (missing.size() == 1 ? " op has" : " ops have") + " no MLX lowering:";
+    for (const std::string& m : missing) msg += "\n  " + m;
+    return unimplemented(msg);
+  }
+  info_ = lower::analyze_program(module_, *entry_);
+  plan_outputs();
+  bool compiling = compile_enabled(*worker_);
+  use_compiled_ = info_.straight_line && num_computed_ > 0 && compiling;
+  if (compiling && !info_.straight_line) regions_ = std::make_shared<RegionCache>(info_, constants_);
+  return worker_->run_sync([this] { return trial(); });
+}
+
+void ExecutableImpl::plan_outputs() {
+  const ir::Block& body = entry_->entry();
+  if (body.ops.empty()) return;
+  const ir::Op& ret = body.ops.back();
+  for (const ir::Value& v : ret.operands) {
+    OutputSource s;
+    for (size_t i = 0; i < entry_->args().size(); ++i)
+      if (entry_->args()[i].id == v.id) s = {OutputSource::kArg, i};
+    const std::vector<const ir::Op*>& d = info_.defs.at(entry_);
+    if (s.kind == OutputSource::kComputed && v.id < d.size() && d[v.id] &&
+        info_.constant_index.count(d[v.id]))
+      s = {OutputSource::kConst, info_.constant_index.at(d[v.id])};
+    if (s.kind == OutputSource::kComputed) s.index = num_computed_++;
+    sources_.push_back(s);
+  }
+}
+
+// Creates the constants and traces the whole program once on placeholder inputs, so that rule
+// refusals and shape errors surface now, naming the op.
+Status ExecutableImpl::trial() {
+  lower::Interpreter maker(info_, lower::Registry::global(), lower::RunMode::kTrial);
+  for (const ir::Op* op : info_.constant_ops) {
+    ASSIGN_OR_RETURN(Values v, maker.lower_op(*op, {}));
+    constants_.push_back(v[0]);
+  }
+  Values args;
+  for (const ir::Type* t : entry_->arg_types) {
+    ASSIGN_OR_RETURN(mx::array a, placeholder(t));
+    args.push_back(std::move(a));
+  }
+  lower::Interpreter interp(info_, lower::Registry::global(), lower::RunMode::kTrial, &constants_);
+  ASSIGN_OR_RETURN(Values out, interp.run(*entry_, args));
+  if (out.size() != outputs_.size()) return internal_error("@main returned a wrong result count");
+  return Status();
+}
+
+void ExecutableImpl::execute(std::vector<std::shared_ptr<Buffer>> inputs,
+                             std::vector<std::shared_ptr<Buffer>> outputs, Event done) {
+  auto self = shared_from_this();
+  worker_->post([self, inputs = std::move(inputs), outputs = std::move(outputs), done] {
+    Status st = guard("execute", [&]() -> Status {
+      Values args;
+      for (const auto& b : inputs) {
+        ASSIGN_OR_RETURN(mx::array a, b->array_on_worker());
+        args.push_back(std::move(a));
+      }
+      ASSIGN_OR_RETURN(Values outs, self->run(args));
+      if (outs.size() != outputs.size())
+        return internal_error("the program produced " + std::to_string(outs.size()) +
+                              " outputs for " + std::to_string(outputs.size()) + " buffers");
+      for (size_t i = 0; i < outs.size(); ++i) outputs[i]->set_array(outs[i]);
+      return Status();
+    });
+    if (!st.ok()) {
+      st.with_context("while running " + self->name_);
+      for (const auto& b : outputs) b->set_error(st);
+    }
+    done.set(st);
+  });
+}
+
+StatusOr<Values> ExecutableImpl::run(const Values& args) {
+  if (!constants_ready_) {
+    mx::eval(constants_);
+    constants_ready_ = true;
+  }
+  if (use_compiled_) {
+    StatusOr<Values> out = Values{};
+    try {
+      out = run_compiled(args);
+    } catch (const TraceError& e) {
+      out = e.status;
+    } catch (const std::exception& e) {
+      out = internal_error(e.what());
+    }
+    if (out.ok()) return out;
+    use_compiled_ = false;  // stays eager from now on; this run is redone below
+    compiled_ = nullptr;
+  }
+  if (regions_) {
+    try {
+      return run_eager(args);
+    } catch (const std::exception&) {
+      regions_.reset();  // e.g. a fused kernel MLX cannot build: interpret loops from now on
+    }
+  }
+  return run_eager(args);
+}
+
+StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
+  if (!compiled_) {
+    size_t nargs = args.size();
+    compiled_ = mx::compile([this, nargs](const std::vector<mx::array>& xs) {
+      Values a(xs.begin(), xs.begin() + nargs);
+      Values consts(xs.begin() + nargs, xs.end());
+      lower::Interpreter interp(info_, lower::Registry::global(), lower::RunMode::kTrace, &consts);
+      StatusOr<Values> out = interp.run(*entry_, a);
+      if (!out.ok()) throw TraceError(out.status());
+      std::vector<mx::array> computed;
+      for (size_t i = 0; i < sources_.size(); ++i)
+        if (sources_[i].kind == OutputSource::kComputed) computed.push_back((*out)[i]);
+      return computed;
+    });
+  }
+  std::vector<mx::array> xs = args;
+  xs.insert(xs.end(), constants_.begin(), constants_.end());
+  std::vector<mx::array> computed = compiled_(xs);
+  mx::eval(computed);
+  Values outs;
+  for (const OutputSource& s : sources_) {
+    switch (s.kind) {
+      case OutputSource::kArg: outs.push_back(args[s.index]); break;
+      case OutputSource::kConst: outs.push_back(constants_[s.index]); break;
+      case OutputSource::kComputed: outs.push_back(computed[s.index]); break;
+    }
+  }
+  return outs;
+}
+
+StatusOr<Values> ExecutableImpl::run_eager(const Values& args) {
+  lower::Interpreter interp(info_, lower::Registry::global(), lower::RunMode::kExecute,
+                            &constants_);
+  if (regions_) interp.set_region_runner(regions_.get());
+  ASSIGN_OR_RETURN(Values outs, interp.run(*entry_, args));
+  mx::eval(outs);
+  return outs;
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<Executable>> Executable::compile(std::shared_ptr<DeviceWorker> worker,
+                                                          ir::Module module) {
+  if (!worker) return invalid_argument("Executable::compile needs a device worker");
+  auto exe = std::make_shared<ExecutableImpl>(std::move(worker), std::move(module));
+  RETURN_IF_ERROR(exe->init());
+  return std::shared_ptr<Executable>(std::move(exe));
+}
+
+}  // namespace jaxmlx::runtime

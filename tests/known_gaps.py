@@ -1,0 +1,22 @@
+"""Tests that fail today for a known, named reason: data, not scattered skips.
+
+Each entry maps a test id prefix (pytest nodeid, relative to the repo) to the reason. conftest.py
+marks matching tests xfail(strict=True), so a gap that gets closed makes the run fail until its
+entry is removed here, and the coverage report lists what is missing and why.
+"""
+
+from __future__ import annotations
+
+KNOWN_GAPS: dict[str, str] = {
+    "tests/test_random.py::test_permutation[":
+        "needs stablehlo.sort and stablehlo.gather lowerings (sort/gather issue)",
+    "tests/test_random.py::test_choice[":
+        "needs stablehlo.sort lowering (sort issue)",
+}
+
+
+def reason_for(nodeid: str) -> str | None:
+  for prefix, reason in KNOWN_GAPS.items():
+    if nodeid.startswith(prefix):
+      return reason
+  return None

@@ -1,0 +1,211 @@
+"""Differential tests of dot_general / dot (src/lower/dot.cc) against jax's CPU backend.
+
+Matmuls of every float dtype and complex64 over odd shapes (vectors, empty M/N/K), batched
+einsums with arbitrary dimension numbers, preferred_element_type (bf16/f16 inputs with an f32
+result), and exact integer dots whose values make a float computation inexact (> 2^24).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from tests.ops.harness import check
+
+FLOATS = [np.float16, jnp.bfloat16, np.float32, np.complex64]
+INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+
+# Summation order differs between MLX and XLA: a dot of length K may differ by ~K ULP.
+TOL = {"float16": 4e-3, "bfloat16": 2e-2, "float32": 2e-5, "complex64": 2e-5}
+
+
+def ids(dts):
+  return [np.dtype(d).name for d in dts]
+
+
+def rand(dt, shape, seed=0, lo=-8, hi=9):
+  rng = np.random.default_rng(seed)
+  dt = np.dtype(dt)
+  if dt == np.bool_:
+    return rng.random(shape) < 0.5
+  if dt.kind == "u":
+    return rng.integers(0, hi, shape).astype(dt)
+  if dt.kind == "i":
+    return rng.integers(lo, hi, shape).astype(dt)
+  if dt.kind == "c":
+    return (rng.uniform(-1, 1, shape) + 1j * rng.uniform(-1, 1, shape)).astype(dt)
+  return rng.uniform(-1, 1, shape).astype(dt)
+
+
+def tol(dt):
+  t = TOL[np.dtype(dt).name]
+  return {"rtol": t, "atol": t}
+
+
+SHAPES = [((3, 4), (4, 5)), ((1, 7), (7, 1)), ((7,), (7,)), ((5, 3), (3,)), ((3,), (3, 6)),
+          ((16, 33), (33, 17)), ((2, 1), (1, 2))]
+
+
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
+@pytest.mark.parametrize("dt", FLOATS, ids=ids(FLOATS))
+def test_matmul_floats(dt, shapes):
+  a, b = rand(dt, shapes[0], 1), rand(dt, shapes[1], 2)
+  check(lambda a, b: (a @ b, jnp.dot(a, b)), a, b, **tol(dt))
+
+
+@pytest.mark.parametrize("shapes", [((0, 3), (3, 4)), ((3, 0), (0, 4)), ((3, 4), (4, 0)),
+                                    ((0,), (0,)), ((2, 0, 3), (2, 3, 5))], ids=str)
+@pytest.mark.parametrize("dt", [np.float32, np.int32, jnp.bfloat16],
+                         ids=ids([np.float32, np.int32, jnp.bfloat16]))
+def test_empty_dims(dt, shapes):
+  a, b = rand(dt, shapes[0], 1), rand(dt, shapes[1], 2)
+  check(lambda a, b: jnp.matmul(a, b), a, b)
+
+
+EINSUMS = [
+    ("bij,bjk->bik", (2, 3, 4), (2, 4, 5)),
+    ("ijk,ikl->jl", (3, 2, 4), (3, 4, 5)),
+    ("abc,cd->abd", (2, 3, 4), (4, 5)),
+    ("bhqd,bhkd->bhqk", (2, 3, 4, 8), (2, 3, 5, 8)),
+    ("i,i->", (9,), (9,)),
+    ("i,j->ij", (3,), (4,)),
+    ("bi,bi->b", (4, 6), (4, 6)),
+    ("ij,kj->ik", (3, 5), (4, 5)),
+    ("ji,jk->ik", (5, 3), (5, 4)),
+    ("bij,jb->ib", (3, 4, 5), (5, 3)),
+    ("xyz,zyw->xw", (2, 3, 4), (4, 3, 2)),
+]
+
+
+@pytest.mark.parametrize("spec,sa,sb", EINSUMS, ids=[e[0] for e in EINSUMS])
+@pytest.mark.parametrize("dt", [np.float32, np.int32], ids=ids([np.float32, np.int32]))
+def test_einsum(dt, spec, sa, sb):
+  a, b = rand(dt, sa, 3), rand(dt, sb, 4)
+  check(lambda a, b: jnp.einsum(spec, a, b), a, b, **(tol(dt) if dt == np.float32 else {}))
+
+
+DIMS = [
+    ((((1,), (0,)), ((), ())), (3, 4), (4, 5)),
+    ((((2,), (1,)), ((0,), (0,))), (2, 3, 4), (2, 4, 5)),
+    ((((1,), (2,)), ((0,), (0,))), (2, 3, 4), (2, 5, 3)),
+    ((((0, 2), (1, 0)), ((), ())), (4, 3, 5), (5, 4, 2)),
+    ((((2,), (0,)), ((1,), (2,))), (4, 3, 5), (5, 2, 3)),
+    ((((0,), (1,)), ((2, 1), (0, 2))), (3, 2, 4), (4, 3, 2)),
+]
+
+
+@pytest.mark.parametrize("dims,sa,sb", DIMS, ids=[str(d[0]) for d in DIMS])
+def test_dot_general_dimension_numbers(dims, sa, sb):
+  a, b = rand(np.float32, sa, 5), rand(np.float32, sb, 6)
+  check(lambda a, b: lax.dot_general(a, b, dims), a, b, **tol(np.float32))
+
+
+# ---- preferred_element_type -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dt", [np.float16, jnp.bfloat16], ids=ids([np.float16, jnp.bfloat16]))
+def test_half_inputs_f32_result(dt):
+  a, b = rand(dt, (8, 64), 7), rand(dt, (64, 8), 8)
+  # Products of half floats are exact in f32, so an f32 computation matches XLA closely.
+  check(lambda a, b: (lax.dot(a, b, preferred_element_type=jnp.float32),
+                      jnp.matmul(a, b, preferred_element_type=jnp.float32)), a, b,
+        rtol=1e-5, atol=1e-5)
+
+
+def test_f32_inputs_bf16_result():
+  a, b = rand(np.float32, (4, 6), 9), rand(np.float32, (6, 3), 10)
+  check(lambda a, b: lax.dot(a, b, preferred_element_type=jnp.bfloat16), a, b)
+
+
+# ---- exact integer dots ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dt", INTS, ids=ids(INTS))
+def test_int_matmul(dt):
+  a, b = rand(dt, (5, 7), 11), rand(dt, (7, 3), 12)
+  check(lambda a, b: (a @ b, jnp.dot(a[0], b[:, 0])), a, b)
+
+
+@pytest.mark.parametrize("dt", [np.int32, np.int64, np.uint32, np.int16],
+                         ids=ids([np.int32, np.int64, np.uint32, np.int16]))
+def test_int_matmul_large_values(dt):
+  info = np.iinfo(dt)
+  rng = np.random.default_rng(13)
+  hi = min(info.max, 2**40)
+  a = rng.integers(max(info.min, -hi), hi, (6, 40), dtype=np.int64).astype(dt)
+  b = rng.integers(max(info.min, -hi), hi, (40, 5), dtype=np.int64).astype(dt)
+  # Products overflow and wrap: exact modular results, which no float path reproduces.
+  check(lambda a, b: lax.dot(a, b, preferred_element_type=dt), a, b)
+
+
+def test_int32_exact_above_2_24():
+  a = np.full((2, 300), 2**20 + 1, np.int32)
+  b = np.full((300, 2), 3, np.int32)
+  a[0, 0] = 7
+  check(lambda a, b: lax.dot(a, b), a, b)
+
+
+@pytest.mark.parametrize("k", [1, 100, 1024, 1025, 3000])
+def test_int8_to_int32(k):
+  a, b = rand(np.int8, (4, k), k, -128, 128), rand(np.int8, (k, 3), k + 1, -128, 128)
+  a[0] = -128
+  b[:, 0] = -128
+  check(lambda a, b: lax.dot(a, b, preferred_element_type=jnp.int32), a, b)
+
+
+@pytest.mark.parametrize("k", [255, 300, 600])
+def test_uint8_to_int32(k):
+  a = np.full((3, k), 255, np.uint8)
+  b = np.full((k, 2), 255, np.uint8)
+  a[1, ::2] = 17
+  check(lambda a, b: (lax.dot(a, b, preferred_element_type=jnp.int32),
+                      lax.dot(a, b, preferred_element_type=jnp.uint32)), a, b)
+
+
+def test_int8_wraps_in_int8():
+  a, b = rand(np.int8, (4, 50), 20, -128, 128), rand(np.int8, (50, 4), 21, -128, 128)
+  check(lambda a, b: lax.dot(a, b), a, b)
+
+
+def test_int8_mixed_signedness():
+  a, b = rand(np.int8, (3, 700), 22, -128, 128), rand(np.uint8, (700, 2), 23, 0, 256)
+  check(lambda a, b: lax.dot(a, b.astype(jnp.int8), preferred_element_type=jnp.int32), a, b)
+
+
+def test_int_batched_einsum():
+  a, b = rand(np.int32, (2, 3, 4), 24, -1000, 1000), rand(np.int32, (2, 4, 5), 25, -1000, 1000)
+  check(lambda a, b: jnp.einsum("bij,bjk->bik", a, b), a, b)
+
+
+def test_bool_dot():
+  a, b = rand(np.bool_, (3, 5), 26), rand(np.bool_, (5, 4), 27)
+  check(lambda a, b: (jnp.dot(a, b), lax.dot(a, b, preferred_element_type=jnp.int32)), a, b)
+
+
+def test_int_to_float_preferred():
+  a, b = rand(np.int8, (3, 5), 28), rand(np.int8, (5, 4), 29)
+  check(lambda a, b: lax.dot(a, b, preferred_element_type=jnp.float32), a, b)
+
+
+# ---- in context ----------------------------------------------------------------------------
+
+
+def test_mlp_layer():
+  x, w = rand(np.float32, (8, 16), 30), rand(np.float32, (16, 32), 31)
+  bias = rand(np.float32, (32,), 32)
+  check(lambda x, w, b: jnp.maximum(x @ w + b, 0).sum(axis=1), x, w, bias, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_scores():
+  q, k = rand(np.float32, (2, 4, 8), 33), rand(np.float32, (2, 6, 8), 34)
+  check(lambda q, k: jnp.einsum("bqd,bkd->bqk", q, k) / np.float32(8**0.5), q, k, rtol=1e-5,
+        atol=1e-5)
+
+
+def test_grad_of_matmul():
+  import jax
+  x, w = rand(np.float32, (6, 5), 35), rand(np.float32, (5, 3), 36)
+  check(jax.grad(lambda a, w: jnp.sum(jnp.tanh(a @ w)), argnums=(0, 1)), x, w, rtol=1e-5,
+        atol=1e-5)

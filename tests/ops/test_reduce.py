@@ -1,0 +1,303 @@
+"""Differential tests of stablehlo.reduce (src/lower/reduce.cc) against jax's CPU backend.
+
+sum/prod/max/min/any/all over axes and keepdims on every dtype; empty reductions (result =
+init); non-identity init values; integer sums and products that wrap; NaN propagation in
+max/min; argmax/argmin with NaN (NaN wins) and ties (smallest index); bitwise and/or/xor
+reductions and custom variadic bodies (the tree-reduction path).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from tests.ops.edge_values import values
+from tests.ops.harness import check
+
+INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+FLOATS = [np.float16, jnp.bfloat16, np.float32]
+NUMERIC = INTS + FLOATS + [np.complex64]
+AXES = [None, 0, 1, 2, (0, 2), (1, 2), ()]
+
+
+def ids(dts):
+  return [np.dtype(d).name for d in dts]
+
+
+def up(f):
+  """Returns bf16 results as f32 (exact): the harness compares bf16 bit for bit, but XLA's CPU
+  rounds bf16 sums to bf16 after every add while we round once, so sums differ by a few ULP."""
+  def g(*args):
+    return jax.tree_util.tree_map(
+        lambda r: r.astype(jnp.float32) if r.dtype == jnp.bfloat16 else r, f(*args))
+  return g
+
+
+def rand(dt, shape, seed=0, lo=-8, hi=9):
+  """Moderate values (no overflow in floats), positive-only for unsigned types."""
+  rng = np.random.default_rng(seed)
+  dt = np.dtype(dt)
+  if dt == np.bool_:
+    return rng.random(shape) < 0.5
+  if dt.kind == "u":
+    return rng.integers(0, hi, shape).astype(dt)
+  if dt.kind == "i":
+    return rng.integers(lo, hi, shape).astype(dt)
+  if dt.kind == "c":
+    return (rng.uniform(-2, 2, shape) + 1j * rng.uniform(-2, 2, shape)).astype(dt)
+  return rng.uniform(-2, 2, shape).astype(dt)
+
+
+# ---- the common reductions over axes ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("axis", AXES, ids=str)
+@pytest.mark.parametrize("dt", NUMERIC, ids=ids(NUMERIC))
+def test_sum(dt, axis):
+  x = rand(dt, (3, 4, 5))
+  # Keep the result dtype equal to the input's (jnp.sum would widen small ints).
+  # XLA's CPU rounds half-float sums to the half type after every add; we accumulate in f32
+  # and round once, so half-float sums may differ by a few ULP of the result.
+  loose = {jnp.bfloat16: 5e-2, np.float16: 5e-3}.get(dt)
+  check(up(lambda a: jnp.sum(a, axis=axis, dtype=a.dtype)), x, rtol=loose, atol=loose)
+
+
+@pytest.mark.parametrize("axis", [None, 0, (1, 2)], ids=str)
+@pytest.mark.parametrize("dt", NUMERIC, ids=ids(NUMERIC))
+def test_prod(dt, axis):
+  x = rand(dt, (3, 4, 5), 1, -2, 3)
+  if np.dtype(dt).kind in "fc":
+    x = (1 + x / 8).astype(dt)
+  bf16 = dt == jnp.bfloat16
+  check(up(lambda a: jnp.prod(a, axis=axis, dtype=a.dtype)), x, rtol=2e-2 if bf16 else None,
+        atol=5e-2 if bf16 else None)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 2, (0, 1)], ids=str)
+@pytest.mark.parametrize("dt", INTS + FLOATS + [np.bool_], ids=ids(INTS + FLOATS + [np.bool_]))
+def test_max_min(dt, axis):
+  x = values(dt, (3, 4, 5), 2)
+  # Compared through f32 for bf16: XLA and MLX may pick either of max(-0.0, +0.0).
+  check(up(lambda a: (jnp.max(a, axis=axis), jnp.min(a, axis=axis))), x)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 1)], ids=str)
+def test_any_all(axis):
+  x = rand(np.bool_, (4, 6))
+  x[2] = True
+  x[:, 3] = False
+  check(lambda a: (jnp.any(a, axis=axis), jnp.all(a, axis=axis)), x)
+
+
+@pytest.mark.parametrize("fn", ["sum", "max", "min", "prod", "any"])
+def test_keepdims(fn):
+  x = rand(np.float32, (2, 3, 4)) if fn != "any" else rand(np.bool_, (2, 3, 4))
+  f = getattr(jnp, fn)
+  check(lambda a: (f(a, axis=1, keepdims=True), f(a, axis=(0, 2), keepdims=True),
+                   f(a, keepdims=True)), x)
+
+
+def test_mean():
+  x = rand(np.float32, (5, 7))
+  check(lambda a: (jnp.mean(a, 0), jnp.mean(a, 1, keepdims=True)), x, rtol=1e-5)
+
+
+# ---- empty reductions, init values -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.int32, np.uint8, jnp.bfloat16],
+                         ids=ids([np.float32, np.int32, np.uint8, jnp.bfloat16]))
+def test_empty_reductions(dt):
+  x = np.zeros((0, 3), dt)
+  check(lambda a: (jnp.sum(a, 0, dtype=a.dtype), jnp.prod(a, 0, dtype=a.dtype),
+                   jnp.max(a, 0, initial=np.array(5, dt)), jnp.min(a, 0, initial=np.array(3, dt)),
+                   jnp.sum(a, (0, 1), dtype=a.dtype)), x)
+
+
+def test_empty_bool_and_argmax_free_axis():
+  check(lambda a: (jnp.any(a, 0), jnp.all(a, 0), jnp.sum(a.astype(jnp.int32), 1)),
+        np.zeros((0, 4), bool))
+
+
+@pytest.mark.parametrize("init", [0.0, 5.0, -0.0, np.inf, np.nan])
+def test_add_init(init):
+  x = rand(np.float32, (4, 5))
+  check(lambda a: lax.reduce(a, np.float32(init), lax.add, (0,)), x)
+
+
+@pytest.mark.parametrize("init", [7, -3])
+def test_int_inits(init):
+  x = rand(np.int32, (4, 5))
+  check(lambda a: (lax.reduce(a, np.int32(init), lax.add, (1,)),
+                   lax.reduce(a, np.int32(init), lax.max, (0,)),
+                   lax.reduce(a, np.int32(init), lax.min, (0, 1)),
+                   lax.reduce(a, np.int32(init), lax.mul, (1,))), x)
+
+
+def test_max_with_initial():
+  x = rand(np.float32, (3, 4))
+  check(lambda a: (jnp.max(a, 0, initial=1.0), jnp.min(a, 1, initial=-1.0)), x)
+
+
+def test_reduce_no_axes():
+  x = rand(np.float32, (3, 4))
+  check(lambda a: (lax.reduce(a, np.float32(1), lax.add, ()),
+                   lax.reduce(a, np.float32(0), lax.max, ())), x)
+
+
+# ---- integer wrap-around ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dt", INTS, ids=ids(INTS))
+def test_int_sum_wraps(dt):
+  info = np.iinfo(dt)
+  x = np.full((7, 3), info.max, dt)
+  x[0] = info.min
+  x[1] = info.max // 3
+  check(lambda a: (lax.reduce(a, dt(0), lax.add, (0,)), lax.reduce(a, dt(0), lax.add, (0, 1)),
+                   lax.reduce(a, dt(1), lax.mul, (0,))), x)
+
+
+def test_int32_sum_large():
+  x = np.full((1000,), 2**30, np.int32)
+  check(lambda a: (lax.reduce(a, np.int32(0), lax.add, (0,)), jnp.sum(a, dtype=jnp.int32),
+                   jnp.sum(a)), x)
+
+
+# ---- NaN, inf, signed zero ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=ids(FLOATS))
+def test_nan_propagation(dt):
+  x = rand(dt, (4, 5))
+  x[1, 2] = np.nan
+  x[3, 0] = np.inf
+  x[0, 4] = -np.inf
+  bf16 = dt == jnp.bfloat16
+  check(up(lambda a: (jnp.max(a, 0), jnp.min(a, 0), jnp.max(a, 1), jnp.min(a, 1), jnp.sum(a, 0),
+                      jnp.prod(a, 1), jnp.max(a), jnp.min(a))), x,
+        rtol=2e-2 if bf16 else None, atol=5e-2 if bf16 else None)
+
+
+def test_all_nan_and_inf():
+  x = np.array([[np.nan, np.nan], [np.inf, -np.inf], [-0.0, 0.0]], np.float32)
+  check(lambda a: (jnp.max(a, 1), jnp.min(a, 1), jnp.sum(a, 1), jnp.max(a, 0)), x)
+
+
+# ---- argmax / argmin ------------------------------------------------------------------------
+
+ARG_DTS = [np.float32, np.float16, jnp.bfloat16, np.int32, np.uint8, np.int64, np.bool_]
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+@pytest.mark.parametrize("dt", ARG_DTS, ids=ids(ARG_DTS))
+def test_argmax_argmin(dt, axis):
+  x = rand(dt, (5, 6), 3, -3, 3)  # small range: many ties
+  check(lambda a: (jnp.argmax(a, axis=axis), jnp.argmin(a, axis=axis)), x)
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_argmax_nan_wins(axis):
+  x = np.array([[1.0, np.nan, 3.0, np.nan], [np.inf, 2.0, np.inf, -np.inf],
+                [-np.inf, -np.inf, -np.inf, -np.inf], [np.nan, 0.0, -0.0, 0.0],
+                [5.0, 5.0, np.nan, 5.0]], np.float32)
+  check(lambda a: (jnp.argmax(a, axis=axis), jnp.argmin(a, axis=axis)), x)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 8, 9, 33, 1000])
+def test_argmax_lengths(n):
+  x = rand(np.float32, (n,), n)
+  x[n // 2] = 10.0
+  x[-1] = 10.0
+  check(lambda a: (jnp.argmax(a), jnp.argmin(a), jnp.argmax(-jnp.abs(a))), x)
+
+
+def test_argmax_edge_values():
+  x = values(np.float32, (4, 26), 0)
+  check(lambda a: (jnp.argmax(a, 1), jnp.argmin(a, 1), jnp.argmax(a, 0), jnp.argmin(a, 0)), x)
+
+
+# ---- bitwise and custom bodies (tree reduction) ---------------------------------------------
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.uint16, np.int32, np.uint64],
+                         ids=ids([np.int8, np.uint16, np.int32, np.uint64]))
+def test_bitwise_reductions(dt):
+  x = values(dt, (5, 7), 1)
+  info = np.iinfo(dt)
+  ones = dt(-1) if info.min < 0 else dt(info.max)
+  check(lambda a: (lax.reduce(a, dt(0), lax.bitwise_or, (0,)),
+                   lax.reduce(a, ones, lax.bitwise_and, (1,)),
+                   lax.reduce(a, dt(0), lax.bitwise_xor, (0, 1))), x)
+
+
+def test_bool_xor_and_reductions():
+  x = rand(np.bool_, (5, 7), 9)
+  check(lambda a: (lax.reduce(a, False, lax.bitwise_xor, (0,)),
+                   lax.reduce(a, True, lax.bitwise_and, (1,)),
+                   lax.reduce(a, False, lax.bitwise_or, (0, 1))), x)
+
+
+def test_custom_body():
+  x = rand(np.float32, (6, 5))
+  # max of |x|: not a single-op body, goes through the tree.
+  body = lambda acc, v: jnp.maximum(jnp.abs(acc), jnp.abs(v))
+  check(lambda a: lax.reduce(a, np.float32(0), body, (0,)), x)
+
+
+def test_variadic_min_with_index():
+  x = rand(np.int32, (4, 9), 4, -2, 2)
+  idx = np.broadcast_to(np.arange(9, dtype=np.int32), (4, 9)).copy()
+
+  def body(a, b):
+    av, ai = a
+    bv, bi = b
+    take_a = (av < bv) | ((av == bv) & (ai < bi))
+    return jnp.where(take_a, av, bv), jnp.where(take_a, ai, bi)
+
+  check(lambda v, i: lax.reduce((v, i), (np.int32(2**31 - 1), np.int32(0)), body, (1,)), x, idx)
+
+
+def test_complex_sum_prod():
+  x = rand(np.complex64, (3, 4), 5)
+  check(lambda a: (jnp.sum(a, 0), jnp.prod(a, 1), jnp.sum(a)), x)
+
+
+def test_count_nonzero_and_logsumexp():
+  x = rand(np.float32, (4, 6), 6)
+  check(lambda a: (jnp.count_nonzero(a > 0, 0), jax_logsumexp(a)), x, rtol=1e-5)
+
+
+def jax_logsumexp(a):
+  from jax.scipy.special import logsumexp
+  return logsumexp(a, axis=1)
+
+
+ZERO_ROWS = [[-0.0, 0.0], [0.0, -0.0], [-0.0, -0.0], [0.0, 0.0], [-0.0, 0.0, -0.0, -1.0],
+             [0.0, -0.0, 1.0, 0.0]]
+
+
+@pytest.mark.parametrize("row", ZERO_ROWS, ids=str)
+@pytest.mark.parametrize("dt", FLOATS, ids=ids(FLOATS))
+def test_signed_zero_max_min(dt, row):
+  # spec: maximum/minimum follow IEEE-754 maximum: +0 > -0, whatever the order.
+  x = np.array(row, dt)
+  check(lambda a: (jnp.max(a), jnp.min(a), lax.reduce(a, dt(-0.0), lax.max, (0,)),
+                   lax.reduce(a, dt(0.0), lax.min, (0,))), x, exact=True)
+
+
+# ---- reductions in context (other families around them) --------------------------------------
+
+
+def test_vmapped_argmax_and_softmax():
+  x = rand(np.float32, (6, 5), 40)
+  check(lambda a: (jax.vmap(jnp.argmax)(a), jax.nn.softmax(a, axis=1),
+                   jax.nn.logsumexp(a, axis=0)), x, rtol=1e-5, atol=1e-6)
+
+
+def test_one_hot_of_argmax():
+  x = rand(np.float32, (4, 7), 41)
+  check(lambda a: jax.nn.one_hot(jnp.argmax(a, 1), 7, dtype=jnp.float32), x)

@@ -1,0 +1,238 @@
+"""jax.random on the mlx platform is bit-exact with jax's CPU backend.
+
+Three key implementations take two paths through our lowering:
+  threefry2x32 (jax's default): a private @threefry2x32 func of shifts/adds/xors (inlined),
+  rbg / unsafe_rbg: stablehlo.rng_bit_generator (algorithm DEFAULT, which XLA:CPU runs as
+  Philox), with threefry for split/fold_in under rbg.
+The raw key data goes in as a uint32 array and is wrapped inside the jitted function, so both
+backends see the same program. Raw bits, keys and integer samplers are compared bit for bit,
+float samplers to within a few epsilons (XLA:CPU fuses multiply-add: see FLOAT_EPS_FACTOR).
+rng_bit_generator is also checked directly for each algorithm, output width, odd shapes and both
+state sizes.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from jax import lax
+
+from tests.ops.harness import assert_same, run_on
+
+IMPLS = ["threefry2x32", "rbg", "unsafe_rbg"]
+SHAPES = [(), (1,), (7,), (4, 6), (3, 5, 2)]
+
+
+def key_data(impl, seed=0):
+  """The raw uint32 key data of jax.random.key(seed, impl=impl), as numpy."""
+  with jax.default_device(jax.devices("cpu")[0]):
+    return np.asarray(jax.random.key_data(jax.random.key(seed, impl=impl)))
+
+
+def wrap(k, impl):
+  return jax.random.wrap_key_data(k, impl=impl)
+
+
+# XLA:CPU contracts a float multiply feeding an add into one fused multiply-add (one rounding),
+# so samplers that scale draws (uniform with bounds, normal's erf_inv polynomial) can differ from
+# MLX's separately rounded ops in the last bits; near a cancellation (uniform's x*(hi-lo)+lo close
+# to 0) that is a few ULP of the result but still ~1 ULP of the operands. Floats are compared to
+# FLOAT_EPS_FACTOR machine epsilons, relative and absolute; raw bits, keys and integer samplers
+# must match exactly (test_bits and test_rng_bit_generator pin the draws themselves).
+FLOAT_EPS_FACTOR = 4
+
+
+def check_exact(fn, *args):
+  want = run_on(jax.devices("cpu")[0], fn, *args)
+  got = run_on(jax.devices("mlx")[0], fn, *args)
+  ints_got, ints_want = [], []
+  assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+  for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+    # bfloat16 (numpy kind "V") stays exact: it matches bit for bit today.
+    if np.dtype(w.dtype).kind == "f" and g.dtype == w.dtype and g.shape == w.shape:
+      tol = FLOAT_EPS_FACTOR * float(jnp.finfo(w.dtype).eps)
+      np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=tol, atol=tol)
+    else:
+      ints_got.append(g)
+      ints_want.append(w)
+  assert_same(ints_got, ints_want, exact=True)
+
+
+@pytest.fixture
+def x64():
+  # uint64 draws and int64 randint keep their width (only in the tests that ask for it: with x64
+  # on, samplers given Python floats compute in f64, which MLX lacks).
+  with jax.enable_x64(True):
+    yield
+
+
+# Each test jits one function drawing for several shapes, to keep compiles (the slow part on a
+# small machine) few.
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64])
+def test_bits(impl, dtype, x64):
+  shapes = SHAPES + [(0,), (2, 0)]
+  check_exact(lambda k: [jax.random.bits(wrap(k, impl), s, dtype) for s in shapes],
+              key_data(impl, 3))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+def test_uniform(impl, dtype):
+  def draws(k):
+    k = wrap(k, impl)
+    return ([jax.random.uniform(k, s, dtype) for s in SHAPES] +
+            [jax.random.uniform(k, (5, 3), dtype, -2.5, 7.0)])
+  check_exact(draws, key_data(impl, 1))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+def test_normal(impl, dtype):
+  check_exact(lambda k: [jax.random.normal(wrap(k, impl), s, dtype) for s in SHAPES],
+              key_data(impl, 2))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_bernoulli(impl):
+  p = np.linspace(0, 1, 7, dtype=np.float32)
+  check_exact(lambda k, p: [jax.random.bernoulli(wrap(k, impl), 0.3, s) for s in SHAPES] +
+              [jax.random.bernoulli(wrap(k, impl), p, (5, 7))], key_data(impl, 4), p)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_categorical(impl):
+  logits = np.log(np.array([[0.1, 0.2, 0.3, 0.4], [0.7, 0.1, 0.1, 0.1]], np.float32))
+  check_exact(lambda k, l: (jax.random.categorical(wrap(k, impl), l),
+                            jax.random.categorical(wrap(k, impl), l, shape=(9, 2)),
+                            jax.random.categorical(wrap(k, impl), l, axis=0)),
+              key_data(impl, 5), logits)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_permutation(impl):
+  x = np.arange(33 * 3, dtype=np.float32).reshape(33, 3)
+  check_exact(lambda k, x: [jax.random.permutation(wrap(k, impl), n) for n in (1, 2, 10, 33)] +
+              [jax.random.permutation(wrap(k, impl), x, axis=0),
+               jax.random.permutation(wrap(k, impl), x, independent=True)],
+              key_data(impl, 6), x)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_split(impl):
+  check_exact(lambda k: [jax.random.key_data(jax.random.split(wrap(k, impl), n))
+                         for n in (2, 3, 8)], key_data(impl, 7))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_fold_in(impl):
+  def fold(k, d):
+    k = wrap(k, impl)
+    a, b = jax.random.split(k)  # a chain: split, fold in, then draw
+    return (jax.random.key_data(jax.random.fold_in(k, 42)),
+            jax.random.key_data(jax.random.fold_in(k, d)),
+            jax.random.normal(jax.random.fold_in(a, 3), (5,)), jax.random.uniform(b, (2, 3)))
+  check_exact(fold, key_data(impl, 8), np.uint32(0xDEADBEEF))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("dtype", [np.int32, np.int8, np.uint8, np.int64, np.uint32])
+def test_randint(impl, dtype, x64):
+  info = np.iinfo(dtype)
+  check_exact(lambda k: [jax.random.randint(wrap(k, impl), s, lo, hi, dtype)
+                         for s in [(), (6,), (3, 5)]
+                         for lo, hi in [(0, 100), (info.min, info.max)]], key_data(impl, 9))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_exponential_gumbel(impl):
+  check_exact(lambda k: (jax.random.exponential(wrap(k, impl), (9,)),
+                         jax.random.gumbel(wrap(k, impl), (3, 3))), key_data(impl, 10))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_truncated_normal(impl):  # erf arrives as a stablehlo.composite
+  check_exact(lambda k: jax.random.truncated_normal(wrap(k, impl), -1.0, 2.0, (4, 3)),
+              key_data(impl, 11))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_choice(impl):  # without replacement: a sort of random keys
+  check_exact(lambda k: (jax.random.choice(wrap(k, impl), 10, (4,), replace=False),
+                         jax.random.choice(wrap(k, impl), 10, (6,))), key_data(impl, 12))
+
+
+def test_vmapped_keys():
+  keys = np.stack([key_data("threefry2x32", s) for s in range(5)])
+  check_exact(jax.vmap(lambda k: jax.random.normal(wrap(k, "threefry2x32"), (3,))), keys)
+
+
+# ---- stablehlo.rng_bit_generator directly --------------------------------------------------
+
+ALGORITHMS = [lax.RandomAlgorithm.RNG_DEFAULT, lax.RandomAlgorithm.RNG_THREE_FRY,
+              lax.RandomAlgorithm.RNG_PHILOX]
+STATES = [
+    np.array([0, 0], np.uint64),
+    np.array([0x0123456789ABCDEF, 0xFEDCBA9876543210], np.uint64),
+    np.array([7, 2**64 - 3], np.uint64),  # the 64-bit counter wraps
+]
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: a.name)
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64])
+def test_rng_bit_generator(algorithm, dtype, x64):
+  # jax passes the u64[2] state as u32[4]; both the new states and the draws must match.
+  shapes = [(), (1,), (5,), (4,), (3, 5), (2, 3), (3, 4, 5), (7, 3), (1, 1, 3), (0,), (2, 0, 3)]
+  check_exact(lambda *ks: [lax.rng_bit_generator(k, s, dtype, algorithm)
+                           for k in ks for s in shapes],
+              *[st.view(np.uint32) for st in STATES])
+
+
+def test_rng_bit_generator_sequence():
+  # Threading the state through several draws, as a training loop's data pipeline does.
+  def draws(k):
+    outs = []
+    for shape in [(3,), (4, 2), (5,)]:
+      k, x = lax.rng_bit_generator(k, shape, np.uint32)
+      outs.append(x)
+    return k, outs
+  check_exact(draws, STATES[1].view(np.uint32))
+
+
+# ---- programs jax.lax cannot express: Philox with a u64[3] state ------------------------------
+
+def run_stablehlo(text, platform, *args):
+  """Compiles StableHLO text for `platform` through jax's backend client and runs it once."""
+  from jax._src import compiler, xla_bridge
+  from jax._src.interpreters import mlir
+  from jax._src.lib import xla_client as xc
+  from jax._src.lib.mlir import ir
+  backend = xla_bridge.get_backend(platform)
+  with mlir.make_ir_context():
+    module = ir.Module.parse(text)
+    exe = backend.compile_and_load(module, xc.DeviceList(tuple(backend.devices()[:1])),
+                                   compiler.get_compile_options(num_replicas=1, num_partitions=1))
+  bufs = [jax.device_put(a, backend.devices()[0]) for a in args]
+  return [np.asarray(o) for o in exe.execute(bufs)]
+
+
+@pytest.mark.parametrize("algorithm", ["DEFAULT", "PHILOX"])
+@pytest.mark.parametrize("out", ["5xui32", "3x4xui64", "7xui16", "ui8", "2x3xui32"])
+def test_philox_three_word_state(algorithm, out, x64):
+  # u64[3]: key, then a 128-bit counter (low, high); a low word of 2^64-1 carries into high.
+  text = f"""module @m {{
+    func.func public @main(%s: tensor<3xui64>) -> (tensor<3xui64>, tensor<{out}>) {{
+      %0, %1 = stablehlo.rng_bit_generator %s, algorithm = {algorithm}
+          : (tensor<3xui64>) -> (tensor<3xui64>, tensor<{out}>)
+      return %0, %1 : tensor<3xui64>, tensor<{out}>
+    }}
+  }}"""
+  for state in (np.array([1, 2, 3], np.uint64), np.array([5, 2**64 - 1, 9], np.uint64)):
+    want = run_stablehlo(text, "cpu", state)
+    got = run_stablehlo(text, "mlx", state)
+    for g, w in zip(got, want):
+      np.testing.assert_array_equal(g, w)
