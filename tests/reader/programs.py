@@ -31,6 +31,7 @@ import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 import jax.extend.random as jax_random_ext  # noqa: E402
 
+from jax._src.interpreters import mlir as mlir_interp  # noqa: E402
 from jax._src.lib import _jax  # noqa: E402
 from jaxlib.mlir.dialects import stablehlo  # noqa: E402
 
@@ -814,7 +815,9 @@ def serialize(module, target: str, flavor: str = "pjrt") -> bytes:
   flavor "stablehlo": the StableHLO python binding; keeps FileLineColRange locations at any target.
   """
   if flavor == "pjrt":
-    return _jax.mlir.serialize_portable_artifact(module, target)
+    # From bytecode, as jax does: handing jaxlib the cached ir.Module for one target after
+    # another crashed jaxlib's serializer (segfault seen on jaxlib 0.11.2 under pytest-xdist).
+    return _jax.mlir.serialize_portable_artifact(mlir_interp.module_to_bytecode(module), target)
   return stablehlo.serialize_portable_artifact(module, target)
 
 
