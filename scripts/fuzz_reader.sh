@@ -36,8 +36,10 @@ else
 fi
 if [[ ${#TARGETS[@]} -eq 0 ]]; then
   TARGETS=()
+  # Read the target list once: `make help | grep -q` dies of SIGPIPE under pipefail.
+  available="$(make -C "$BUILD" help)"
   for t in reader_fuzz bytecode_fuzz; do
-    if make -C "$BUILD" help | grep -q "\.\.\. $t\$"; then TARGETS+=("$t"); fi
+    if grep -q "\.\.\. $t\$" <<<"$available"; then TARGETS+=("$t"); fi
   done
 fi
 if [[ ${#TARGETS[@]} -eq 0 ]]; then
