@@ -80,3 +80,19 @@ def pairs(dt, dt2=None) -> tuple[np.ndarray, np.ndarray]:
   a, b = edges(dt), edges(dt2 if dt2 is not None else dt)
   aa, bb = np.meshgrid(np.arange(len(a)), np.arange(len(b)), indexing="ij")
   return a[aa.ravel()], b[bb.ravel()]
+
+
+def rand(dt, shape, seed=0, lo=-8, hi=9, scale=1.0):
+  """Seeded moderate values of dtype `dt`: ints in [lo, hi), unsigned in [0, hi), bools, floats
+  and complex parts uniform in [-scale, scale] (no overflow)."""
+  rng = np.random.default_rng(seed)
+  dt = np.dtype(dt)
+  if dt == np.bool_:
+    return rng.random(shape) < 0.5
+  if dt.kind == "u":
+    return rng.integers(0, hi, shape).astype(dt)
+  if dt.kind == "i":
+    return rng.integers(lo, hi, shape).astype(dt)
+  if dt.kind == "c":
+    return (rng.uniform(-scale, scale, shape) + 1j * rng.uniform(-scale, scale, shape)).astype(dt)
+  return rng.uniform(-scale, scale, shape).astype(dt)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from jax import lax
 
+from tests.ops.edge_values import rand
 from tests.ops.harness import check
 
 FLOATS = [np.float16, jnp.bfloat16, np.float32, np.complex64]
@@ -23,20 +24,6 @@ TOL = {"float16": 4e-3, "bfloat16": 2e-2, "float32": 2e-5, "complex64": 2e-5}
 
 def ids(dts):
   return [np.dtype(d).name for d in dts]
-
-
-def rand(dt, shape, seed=0, lo=-8, hi=9):
-  rng = np.random.default_rng(seed)
-  dt = np.dtype(dt)
-  if dt == np.bool_:
-    return rng.random(shape) < 0.5
-  if dt.kind == "u":
-    return rng.integers(0, hi, shape).astype(dt)
-  if dt.kind == "i":
-    return rng.integers(lo, hi, shape).astype(dt)
-  if dt.kind == "c":
-    return (rng.uniform(-1, 1, shape) + 1j * rng.uniform(-1, 1, shape)).astype(dt)
-  return rng.uniform(-1, 1, shape).astype(dt)
 
 
 def tol(dt):

@@ -15,6 +15,7 @@ import pytest
 from jax import lax
 
 from tests.ops.edge_values import values
+from tests.ops.edge_values import rand as edge_rand
 from tests.ops.harness import check
 
 INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
@@ -36,19 +37,10 @@ def up(f):
   return g
 
 
+
 def rand(dt, shape, seed=0, lo=-8, hi=9):
   """Moderate values (no overflow in floats), positive-only for unsigned types."""
-  rng = np.random.default_rng(seed)
-  dt = np.dtype(dt)
-  if dt == np.bool_:
-    return rng.random(shape) < 0.5
-  if dt.kind == "u":
-    return rng.integers(0, hi, shape).astype(dt)
-  if dt.kind == "i":
-    return rng.integers(lo, hi, shape).astype(dt)
-  if dt.kind == "c":
-    return (rng.uniform(-2, 2, shape) + 1j * rng.uniform(-2, 2, shape)).astype(dt)
-  return rng.uniform(-2, 2, shape).astype(dt)
+  return edge_rand(dt, shape, seed, lo, hi, scale=2.0)
 
 
 # ---- the common reductions over axes ----------------------------------------------------------
