@@ -313,10 +313,11 @@ struct Attribute {
   std::unique_ptr<DialectObject> custom;  // kDialect
 };
 
-// i1 dense payloads: writers pack i1 as bits (LSB first) except for splats (one byte, 0x00 or
-// 0xFF) and some older writers stored one byte per element. A blob is bit-packed iff
-// size == ceil(n/8) && size != n && size != 1. Non-zero byte/bit = true.
-bool dense_i1_is_packed(size_t blob_size, uint64_t num_elements);
+// i1 dense payloads: writers pack i1 as bits (LSB first); a splat true is the single byte 0xFF,
+// and some older writers stored one byte per element. StableHLO's rule: a blob is bit-packed iff
+// it is not that splat, size == ceil(n/8) and size != n — so one byte 0x01 for 8 elements is
+// bits [1,0,...,0], not a splat. Non-zero byte/bit = true.
+bool dense_i1_is_packed(std::span<const uint8_t> blob, uint64_t num_elements);
 
 // ---------------------------------------------------------------------------------------------
 // IR

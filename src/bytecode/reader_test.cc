@@ -177,9 +177,11 @@ TEST(EncodingReader, Errors) {
 }
 
 TEST(Helpers, DenseI1Packing) {
-  EXPECT_TRUE(dense_i1_is_packed(2, 16));
-  EXPECT_FALSE(dense_i1_is_packed(16, 16));
-  EXPECT_FALSE(dense_i1_is_packed(1, 8));  // splat
+  EXPECT_TRUE(dense_i1_is_packed(std::vector<uint8_t>(2, 0x5A), 16));
+  EXPECT_FALSE(dense_i1_is_packed(std::vector<uint8_t>(16, 1), 16));
+  EXPECT_FALSE(dense_i1_is_packed(std::vector<uint8_t>{0xFF}, 8));  // splat true
+  EXPECT_TRUE(dense_i1_is_packed(std::vector<uint8_t>{0x01}, 8));   // bits 1,0,...,0
+  EXPECT_FALSE(dense_i1_is_packed(std::vector<uint8_t>{0x01}, 1));  // one element, one byte
   EXPECT_EQ(float_bit_width(FloatKind::kBF16), 16u);
   EXPECT_EQ(float_kind_from_name("f8E4M3FN"), FloatKind::kF8E4M3FN);
 }
@@ -618,7 +620,7 @@ TEST_P(BuiltinFile, Dense) {
   EXPECT_EQ(values<int32_t>(attr("dense").data), (std::vector<int32_t>{1, 2, 3, 4}));
   EXPECT_EQ(values<float>(attr("splat").data), (std::vector<float>{1.0f}));
   const Attribute& bools = attr("bools");
-  ASSERT_TRUE(dense_i1_is_packed(bools.data.size(), 9));
+  ASSERT_TRUE(dense_i1_is_packed(bools.data, 9));
   EXPECT_EQ(values<uint8_t>(bools.data), (std::vector<uint8_t>{0x4D, 0x01}));
   const Attribute& strs = attr("strs");
   EXPECT_FALSE(strs.is_splat);

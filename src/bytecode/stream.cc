@@ -135,9 +135,9 @@ int64_t ApInt::as_signed() const {
   return static_cast<int64_t>((v ^ sign) - sign);
 }
 
-bool dense_i1_is_packed(size_t blob_size, uint64_t num_elements) {
-  uint64_t packed = (num_elements + 7) / 8;
-  return blob_size == packed && blob_size != num_elements && blob_size != 1;
+bool dense_i1_is_packed(std::span<const uint8_t> blob, uint64_t num_elements) {
+  if (blob.size() == 1 && blob[0] == 0xFF) return false;  // splat true
+  return blob.size() == (num_elements + 7) / 8 && blob.size() != num_elements;
 }
 
 namespace {

@@ -317,13 +317,8 @@ StatusOr<ir::DenseElementsAttr> Converter::dense(const ir::Type* type,
   if (type->dtype == ElementType::kPred) {
     // PITFALLS 2.4: i1 is bit-packed since StableHLO 1.16 and a splat true is 0xFF; normalize
     // to one 0/1 byte per element.
-    // The rule of StableHLO's reader: one 0xFF byte is a splat true; ceil(n/8) bytes (when that
-    // is not n) are bits, LSB first, even for a single byte with 2..8 elements; else bytes.
     std::vector<uint8_t> bytes;
-    bool splat_true = blob.size() == 1 && blob[0] == 0xFF;
-    bool packed = !splat_true && blob.size() == static_cast<size_t>((n + 7) / 8) &&
-                  blob.size() != static_cast<size_t>(n);
-    if (packed) {
+    if (bytecode::dense_i1_is_packed(blob, static_cast<uint64_t>(n))) {
       bytes.resize(n);
       for (int64_t i = 0; i < n; ++i) bytes[i] = (blob[i / 8] >> (i % 8)) & 1;
     } else {
