@@ -68,6 +68,7 @@ StatusOr<Values> lower_custom_call(LowerContext& ctx, const ir::Op& op, const Va
   const std::string_view target = op.get_string("call_target_name");
   if (is_identity_target(target)) return lower_identity(ctx, op, in);
   if (is_threefry_target(target)) return lower_threefry(ctx, op, in);
+  if (const LowerFn* fn = Registry::global().find_custom_call(target)) return (*fn)(ctx, op, in);
   if (is_callback_target(target))
     return ctx.unsupported(op, target_of(op) + " (host callbacks are not supported on mlx)");
   return ctx.unsupported(op, target_of(op));

@@ -21,7 +21,9 @@
 
 #include <array>
 #include <functional>
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -67,11 +69,17 @@ class Registry {
   // Null when no rule lowers `kind`.
   const LowerFn* find(ir::OpKind kind) const;
 
+  // stablehlo.custom_call targets, by call_target_name: a family that implements a target (Qr,
+  // a host callback, ...) registers it here from its own file; custom_call.cc dispatches.
+  void add_custom_call(std::string target, LowerFn fn);
+  const LowerFn* find_custom_call(std::string_view target) const;
+
   // The registry with every family's rules.
   static const Registry& global();
 
  private:
   std::vector<LowerFn> rules_ = std::vector<LowerFn>(static_cast<size_t>(ir::kNumOpKinds));
+  std::map<std::string, LowerFn, std::less<>> custom_calls_;
 };
 
 // Each family's registration (one per lower/<family>.cc). Add new families to registry.cc.

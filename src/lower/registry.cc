@@ -9,6 +9,15 @@ const LowerFn* Registry::find(ir::OpKind kind) const {
   return fn ? &fn : nullptr;
 }
 
+void Registry::add_custom_call(std::string target, LowerFn fn) {
+  custom_calls_[std::move(target)] = std::move(fn);
+}
+
+const LowerFn* Registry::find_custom_call(std::string_view target) const {
+  auto it = custom_calls_.find(target);
+  return it == custom_calls_.end() ? nullptr : &it->second;
+}
+
 const Registry& Registry::global() {
   static const Registry* registry = [] {
     auto* r = new Registry;
