@@ -35,3 +35,27 @@ def cpu_device():
   import jax
 
   return jax.devices("cpu")[0]
+
+
+# Coverage report (scripts/op_coverage.py): with JAXMLX_OP_LOG=<dir>, the plugin appends each
+# compiled program's ops to <dir>/ops-<pid>.log; these hooks put the test id before them and the
+# test's outcome after, in the same file, so every op is attributed to the tests that ran it.
+_OP_LOG = os.environ.get("JAXMLX_OP_LOG")
+
+
+def _op_log(line: str) -> None:
+  with open(os.path.join(_OP_LOG, f"ops-{os.getpid()}.log"), "a") as f:
+    f.write(line + "\n")
+
+
+def pytest_runtest_setup(item):
+  if _OP_LOG:
+    _op_log(f"test {item.nodeid}")
+
+
+def pytest_runtest_logreport(report):
+  if not _OP_LOG:
+    return
+  if report.when == "call" or (report.when == "setup" and not report.passed):
+    outcome = "xfailed" if getattr(report, "wasxfail", None) is not None else report.outcome
+    _op_log(f"outcome {report.nodeid} {outcome}")

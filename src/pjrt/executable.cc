@@ -10,6 +10,7 @@
 #include "pjrt/entry_points.h"
 #include "pjrt/errors.h"
 #include "pjrt/objects.h"
+#include "pjrt/op_log.h"
 #include "runtime/executable.h"
 #include "vhlo/read.h"
 
@@ -117,6 +118,7 @@ StatusOr<std::shared_ptr<ExecutableInfo>> compile_program(PJRT_Client* client,
       reinterpret_cast<const uint8_t*>(program->code),
       reinterpret_cast<const uint8_t*>(program->code) + program->code_size);
   ASSIGN_OR_RETURN(ir::Module module, vhlo::read_portable_artifact(std::move(bytes)));
+  log_ops_if_requested(module);
   size_t num_inputs = 0;
   if (const ir::Func* main = module.find_func("main")) num_inputs = main->arg_types.size();
   std::vector<bool> donated = donated_inputs(module, num_inputs);

@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Runs jax's own test suite with our platform as the default device and tabulates the results.
+
+    scripts/jax_suite.py --jax-src PATH [--files lax_test.py ...] [--jobs N] [--out docs/jax_suite.md]
+
+PATH is a checkout of github.com/jax-ml/jax at the installed jax's release tag (for example
+`git archive jax-v0.10.2 tests conftest.py`), kept outside this repository. Each test file runs
+in its own pytest process with JAX_PLATFORMS=<ours>,cpu, so our platform is jax's default backend
+and jax's test_util sees it as the device under test; the CPU backend stays available for the
+tests that ask for it by name.
+
+Writes a Markdown table of pass/fail/skip per file and every failure grouped by cause. Causes
+come from scripts/jax_suite_causes.py (error-message patterns → a stated cause); a failure no
+pattern explains is listed as "unclassified", which is a to-do, not an explanation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+from jax_suite_causes import CAUSES  # noqa: E402
+
+# The files issue #5 measures coverage on.
+DEFAULT_FILES = [
+    "lax_test.py", "lax_numpy_test.py", "lax_numpy_reducers_test.py",
+    "lax_numpy_indexing_test.py", "lax_control_flow_test.py", "lax_autodiff_test.py",
+    "random_test.py", "linalg_test.py", "fft_test.py", "api_test.py", "export_test.py",
+    "debugging_primitives_test.py",
+]
+
+
+def platform_name() -> str:
+  return "metal" if sys.platform == "darwin" else "mlx"
+
+
+def has_xdist(python: str) -> bool:
+  return subprocess.run([python, "-c", "import xdist"], capture_output=True).returncode == 0
+
+
+def run_file(python: str, src: pathlib.Path, name: str, jobs: int, timeout: float,
+             extra: list[str], xml_path: pathlib.Path) -> tuple[float, str | None]:
+  env = dict(os.environ)
+  env["JAX_PLATFORMS"] = f"{platform_name()},cpu"
+  env.setdefault("JAX_NUM_GENERATED_CASES", "10")
+  env["PYTHONPATH"] = os.pathsep.join(
+      p for p in [str(REPO / "python"), env.get("PYTHONPATH", "")] if p)
+  cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml_path}",
+         "-o", "junit_family=xunit1", f"tests/{name}", *extra]
+  if jobs > 1:
+    cmd += ["-n", str(jobs)]
+  start = time.monotonic()
+  try:
+    proc = subprocess.run(cmd, cwd=src, env=env, capture_output=True, text=True, timeout=timeout)
+  except subprocess.TimeoutExpired:
+    return time.monotonic() - start, f"timed out after {timeout:.0f} s"
+  elapsed = time.monotonic() - start
+  if not xml_path.exists():
+    tail = (proc.stdout + proc.stderr)[-2000:]
+    return elapsed, f"pytest exited {proc.returncode} without a report (a crash?):\n{tail}"
+  return elapsed, None
+
+
+def parse_junit(xml_path: pathlib.Path):
+  """Yields (test id, outcome, message) for every test case in a junit report."""
+  root = ET.parse(xml_path).getroot()
+  for case in root.iter("testcase"):
+    test_id = f"{case.get('classname', '')}::{case.get('name', '')}"
+    outcome, message = "passed", ""
+    for child in case:
+      if child.tag in ("failure", "error"):
+        outcome = "failed"
+        message = child.get("message") or (child.text or "")
+        break
+      if child.tag == "skipped":
+        outcome = "skipped"
+        message = child.get("message") or ""
+    yield test_id, outcome, message
+
+
+def cause_of(message: str) -> str:
+  for pattern, cause in CAUSES:
+    if re.search(pattern, message, re.S):
+      return cause
+  return "unclassified"
+
+
+def signature(message: str) -> str:
+  """The first informative line of a failure, with numbers masked, for grouping."""
+  for line in message.splitlines():
+    line = line.strip()
+    if line:
+      return re.sub(r"\d+", "N", line)[:160]
+  return "(no message)"
+
+
+def main() -> int:
+  ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+  ap.add_argument("--jax-src", required=True, type=pathlib.Path)
+  ap.add_argument("--files", nargs="*", default=DEFAULT_FILES)
+  ap.add_argument("--jobs", type=int, default=1, help="pytest-xdist workers (if installed)")
+  ap.add_argument("--timeout", type=float, default=3600, help="seconds per file")
+  ap.add_argument("--python", default=sys.executable)
+  ap.add_argument("--out", type=pathlib.Path, default=REPO / "docs" / "jax_suite.md")
+  ap.add_argument("--json", type=pathlib.Path, help="also write the raw results here")
+  ap.add_argument("pytest_args", nargs=argparse.REMAINDER,
+                  help="after --: extra pytest arguments (e.g. -- -k Sort)")
+  args = ap.parse_args()
+  extra = [a for a in args.pytest_args if a != "--"]
+  jobs = args.jobs if args.jobs > 1 and has_xdist(args.python) else 1
+
+  import jax  # the version the table is for
+  rows, failures, problems = [], [], {}
+  with tempfile.TemporaryDirectory() as tmp:
+    for name in args.files:
+      xml_path = pathlib.Path(tmp, name + ".xml")
+      elapsed, problem = run_file(args.python, args.jax_src, name, jobs, args.timeout, extra,
+                                  xml_path)
+      counts = collections.Counter()
+      if xml_path.exists():
+        for test_id, outcome, message in parse_junit(xml_path):
+          counts[outcome] += 1
+          if outcome == "failed":
+            failures.append({"file": name, "test": test_id, "cause": cause_of(message),
+                             "signature": signature(message)})
+      if problem:
+        problems[name] = problem
+      rows.append({"file": name, "passed": counts["passed"], "failed": counts["failed"],
+                   "skipped": counts["skipped"], "seconds": round(elapsed, 1)})
+      print(f"{name}: {dict(counts)} in {elapsed:.0f} s" + (f" — {problem[:200]}" if problem else ""),
+            flush=True)
+
+  total_pass = sum(r["passed"] for r in rows)
+  total_fail = sum(r["failed"] for r in rows)
+  lines = [
+      f"# jax's test suite on the `{platform_name()}` platform",
+      "",
+      f"Generated by `scripts/jax_suite.py` on {datetime.date.today()} with jax {jax.__version__}, "
+      f"JAX_NUM_GENERATED_CASES={os.environ.get('JAX_NUM_GENERATED_CASES', '10')}"
+      + (f", pytest args `{' '.join(extra)}`" if extra else "") + ".",
+      "Pass rate is passed / (passed + failed); skipped tests are those jax itself skips for this",
+      "device (or for missing optional dependencies).",
+      "",
+      "| file | passed | failed | skipped | pass rate | seconds |",
+      "|---|---:|---:|---:|---:|---:|",
+  ]
+  for r in rows:
+    executed = r["passed"] + r["failed"]
+    rate = f"{100 * r['passed'] / executed:.1f} %" if executed else "–"
+    lines.append(f"| {r['file']} | {r['passed']} | {r['failed']} | {r['skipped']} | {rate} | "
+                 f"{r['seconds']} |")
+  executed = total_pass + total_fail
+  if executed:
+    lines.append(f"| **all** | {total_pass} | {total_fail} | "
+                 f"{sum(r['skipped'] for r in rows)} | {100 * total_pass / executed:.1f} % | |")
+  if problems:
+    lines += ["", "## Files that did not finish", ""]
+    lines += [f"- `{name}`: {text.splitlines()[0] if text else ''}" for name, text in problems.items()]
+  by_cause = collections.defaultdict(list)
+  for f in failures:
+    by_cause[f["cause"]].append(f)
+  lines += ["", "## Failures by cause", ""]
+  for cause, items in sorted(by_cause.items(), key=lambda kv: -len(kv[1])):
+    lines.append(f"### {cause} ({len(items)})")
+    lines.append("")
+    for f in sorted(items, key=lambda f: (f["file"], f["test"])):
+      lines.append(f"- `{f['file']}` `{f['test'].split('::', 1)[-1]}` — {f['signature']}")
+    lines.append("")
+  args.out.parent.mkdir(parents=True, exist_ok=True)
+  args.out.write_text("\n".join(lines) + "\n")
+  if args.json:
+    args.json.write_text(json.dumps({"jax": jax.__version__, "rows": rows, "failures": failures,
+                                     "problems": problems}, indent=1))
+  print(f"wrote {args.out}: {total_pass} passed, {total_fail} failed")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
