@@ -72,7 +72,7 @@ fuzz: $(STAMP)
 	bash scripts/fuzz_reader.sh $(FUZZ_SECONDS)
 
 bench: build
-	$(VPY) bench/run.py
+	$(VPY) bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD) build-fuzz $(PLUGIN)
