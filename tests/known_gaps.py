@@ -8,10 +8,6 @@ entry is removed here, and the coverage report lists what is missing and why.
 from __future__ import annotations
 
 KNOWN_GAPS: dict[str, str] = {
-    "tests/test_random.py::test_permutation[":
-        "needs stablehlo.sort and stablehlo.gather lowerings (sort/gather issue)",
-    "tests/test_random.py::test_choice[":
-        "needs stablehlo.sort lowering (sort issue)",
 }
 
 
