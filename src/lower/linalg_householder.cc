@@ -1,0 +1,151 @@
+// Lowering rules: linalg family, Householder QR (see lowering.h for the rule contract).
+//
+// jax lowers qr_p, geqrf_p and householder_product_p for a plugin platform to two custom calls
+// with LAPACK's semantics:
+//   Qr(a) -> (a', taus)                       geqrf: R in the upper triangle of a', the
+//                                             Householder vectors v_j (v_j[j] = 1 implied)
+//                                             below it, H_j = I - tau_j v_j v_j^H
+//   ProductOfElementaryHouseholderReflectors(a', taus) -> q     orgqr/ungqr: H_0 H_1 ... H_{k-1}
+//                                             applied to the first n columns of I
+// MLX's qr returns Q and R, not the reflectors, so both are built here from MLX ops, one
+// reflector per column (k = min(m, n) steps, each a rank-1 update of the trailing block). They
+// run on the default stream: no LAPACK involved, so this also runs on a GPU. Real and complex64;
+// f16/bf16 are computed in f32.
+#include <algorithm>
+
+#include "lower/linalg_common.h"
+#include "lower/shape_util.h"
+#include "lower/util.h"
+
+namespace jaxmlx::lower {
+
+using namespace shape_util;
+
+namespace {
+
+// a[..., r0:r1, c0:c1] of a (batch..., m, n) array.
+mx::array block(const mx::array& a, int r0, int r1, int c0, int c1) {
+  const int r = a.ndim();
+  mx::Shape start(r, 0), stop = a.shape();
+  start[r - 2] = r0;
+  stop[r - 2] = r1;
+  start[r - 1] = c0;
+  stop[r - 1] = c1;
+  return mx::slice(a, start, stop);
+}
+
+// a with a[..., r0:, c0:] (the extent of b) replaced by b.
+mx::array put_block(const mx::array& a, const mx::array& b, int r0, int c0) {
+  const int r = a.ndim();
+  mx::Shape start(r, 0), stop = a.shape();
+  start[r - 2] = r0;
+  stop[r - 2] = r0 + b.shape(-2);
+  start[r - 1] = c0;
+  stop[r - 1] = c0 + b.shape(-1);
+  return mx::slice_update(a, b, start, stop);
+}
+
+mx::array conj_if(const mx::array& a) {
+  return a.dtype() == mx::complex64 ? mx::conjugate(a) : a;
+}
+
+// c - t * v v^H c for a (batch..., p, q) block c, a (batch..., p, 1) vector v and a
+// (batch..., 1, 1) scalar t: the reflector I - t v v^H applied from the left.
+mx::array reflect(const mx::array& c, const mx::array& v, const mx::array& t) {
+  mx::array w = mx::matmul(conj_if(mx::swapaxes(v, -1, -2)), c);  // (batch..., 1, q)
+  return mx::subtract(c, mx::multiply(t, mx::matmul(v, w)));
+}
+
+// v_j = [1; tail] as a (batch..., p, 1) column.
+mx::array with_unit_head(const mx::array& tail) {
+  mx::Shape one_shape = tail.shape();
+  one_shape[one_shape.size() - 2] = 1;
+  return mx::concatenate({mx::ones(one_shape, tail.dtype()), tail}, -2);
+}
+
+// LAPACK's larfg for the column x = [alpha; rest] (each (batch..., ., 1)): returns
+// (beta, v tail, tau) with H^H x = [beta; 0], beta real. A column with rest == 0 and a real alpha
+// needs no reflection: tau = 0, beta = alpha.
+struct Reflector {
+  mx::array head, tail, tau;
+};
+Reflector householder(const mx::array& alpha, const mx::array& rest) {
+  const bool cplx = alpha.dtype() == mx::complex64;
+  mx::array zero = mx::array(0.0f);
+  mx::array ar = cplx ? mx::real(alpha) : alpha;
+  mx::array ai = cplx ? mx::imag(alpha) : mx::zeros_like(alpha);
+  mx::array xnorm2 = mx::sum(mx::square(mx::abs(rest)), -2, /*keepdims=*/true);
+  mx::array skip = mx::logical_and(mx::equal(xnorm2, zero), mx::equal(ai, zero));
+  mx::array nrm = mx::sqrt(mx::add(mx::add(mx::square(ar), mx::square(ai)), xnorm2));
+  mx::array beta = mx::where(mx::greater_equal(ar, zero), mx::negative(nrm), nrm);  // real
+  mx::array beta_c = mx::astype(beta, alpha.dtype());
+  mx::array safe_beta = mx::where(skip, mx::ones_like(beta_c), beta_c);
+  mx::array tau = mx::where(skip, mx::zeros_like(alpha),
+                            mx::divide(mx::subtract(beta_c, alpha), safe_beta));
+  mx::array denom = mx::where(skip, mx::ones_like(alpha), mx::subtract(alpha, beta_c));
+  // When skipping, rest is all zeros already, so dividing by 1 keeps it.
+  return {mx::where(skip, alpha, beta_c), mx::divide(rest, denom), tau};
+}
+
+// The compute dtype of operand 0 (a rank >= 2 static matrix).
+StatusOr<mx::Dtype> qr_compute_dtype(LowerContext& ctx, const ir::Op& op) {
+  const ir::Type& t = operand_type(op, 0);
+  if (!is_static(t)) return ctx.unsupported(op, "dynamic shape");
+  if (t.rank() < 2) return ctx.malformed(op, "operand must have rank >= 2");
+  return linalg::compute_dtype(ctx, op, t.dtype, /*allow_complex=*/true);
+}
+
+// Qr (LAPACK geqrf): (batch..., m, n) -> (packed a', taus (batch..., min(m, n))).
+StatusOr<Values> lower_qr(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  if (in.size() != 1 || op.results.size() != 2) return ctx.malformed(op, "Qr takes 1 and gives 2");
+  ASSIGN_OR_RETURN(mx::Dtype ct, qr_compute_dtype(ctx, op));
+  ASSIGN_OR_RETURN(mx::Dtype out, linalg::result_dtype(ctx, op, 0));
+  mx::array a = mx::astype(in[0], ct);
+  const int m = a.shape(-2), n = a.shape(-1), k = std::min(m, n);
+  Values taus;
+  for (int j = 0; j < k; ++j) {
+    Reflector h = householder(block(a, j, j + 1, j, j + 1), block(a, j + 1, m, j, j + 1));
+    if (j + 1 < n) {
+      mx::array c = block(a, j, m, j + 1, n);  // geqrf applies H_j^H: conj(tau)
+      a = put_block(a, reflect(c, with_unit_head(h.tail), conj_if(h.tau)), j, j + 1);
+    }
+    a = put_block(a, mx::concatenate({h.head, h.tail}, -2), j, j);
+    taus.push_back(mx::squeeze(h.tau, {-2, -1}));
+  }
+  mx::array tau = k == 0 ? mx::zeros(storage_shape(result_type(op, 1)), ct) : mx::stack(taus, -1);
+  return Values{mx::astype(a, out), mx::astype(tau, out)};
+}
+
+// ProductOfElementaryHouseholderReflectors (LAPACK orgqr/ungqr): (a (batch..., m, n), taus
+// (batch..., k)) -> the first n columns of H_0 ... H_{k-1}, built right to left; H_i only
+// touches rows and columns >= i of the partial product.
+StatusOr<Values> lower_householder_product(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  if (in.size() != 2 || op.results.size() != 1)
+    return ctx.malformed(op, "ProductOfElementaryHouseholderReflectors takes (a, taus)");
+  ASSIGN_OR_RETURN(mx::Dtype ct, qr_compute_dtype(ctx, op));
+  ASSIGN_OR_RETURN(mx::Dtype out, linalg::result_dtype(ctx, op, 0));
+  mx::array a = mx::astype(in[0], ct);
+  mx::array taus = mx::astype(in[1], ct);
+  const int m = a.shape(-2), n = a.shape(-1), k = taus.shape(-1);
+  if (k > std::min(m, n)) return ctx.malformed(op, "more taus than min(m, n)");
+  mx::array q = mx::broadcast_to(mx::eye(m, n, 0, ct), a.shape());
+  const int r = taus.ndim();
+  for (int i = k - 1; i >= 0; --i) {
+    mx::Shape start(r, 0), stop = taus.shape();
+    start[r - 1] = i;
+    stop[r - 1] = i + 1;
+    mx::array t = mx::expand_dims(mx::slice(taus, start, stop), -1);  // (batch..., 1, 1)
+    mx::array v = with_unit_head(block(a, i + 1, m, i, i + 1));
+    q = put_block(q, reflect(block(q, i, m, i, n), v, t), i, i);
+  }
+  return Values{mx::astype(q, out)};
+}
+
+}  // namespace
+
+void register_linalg_householder(Registry& r) {
+  r.add_custom_call("Qr", lower_qr);
+  r.add_custom_call("ProductOfElementaryHouseholderReflectors", lower_householder_product);
+}
+
+}  // namespace jaxmlx::lower

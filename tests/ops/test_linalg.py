@@ -1,0 +1,437 @@
+"""Differential tests of linear algebra (src/lower/linalg*.cc, jax_plugins/mlx/linalg_rules.py).
+
+Results that are unique are compared with jax's CPU backend directly: cholesky, triangular
+solves, LU (partial pivoting picks the same rows), Householder QR (the same LAPACK reflector
+convention), eigenvalues, singular values, solve / inv / det / slogdet / pinv / lstsq /
+matrix_power / norm. Eigenvectors and singular vectors are unique only up to sign or phase, so
+those are checked by their defining properties (residuals, orthonormality) and |<v_mlx, v_cpu>|
+= 1 per column. Matrices are small (<= 16) and well conditioned; f16/bf16 inputs are computed in
+f32 on mlx, and compared with CPU's f32 result rounded to the input dtype (LAPACK on CPU has no
+half-float routines).
+
+Tolerances: factorizations reorder floating-point work (MLX's LAPACK calls, our MLX-op
+Householder loop, XLA's CPU kernels), so f32 results agree to ~n*eps*cond, not to a few ULP:
+LINALG_TOL below is 1e-4 relative for f32/c64, and two roundings' worth for f16/bf16.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+import pytest
+from jax import lax
+from jax._src.lax import linalg as lax_linalg  # geqrf and householder_product are not public
+
+from tests.ops.edge_values import rand
+from tests.ops.harness import assert_same, check, run_on
+
+LINALG_TOL = {"float32": 1e-4, "complex64": 1e-4, "float16": 8e-3, "bfloat16": 6e-2}
+
+
+def tol(dt):
+  t = LINALG_TOL[np.dtype(dt).name]
+  return {"rtol": t, "atol": t}
+
+
+def ids(dts):
+  return [np.dtype(d).name for d in dts]
+
+
+def cpu():
+  return jax.devices("cpu")[0]
+
+
+def mlx():
+  return jax.devices("mlx")[0]
+
+
+def general(shape, dt=np.float32, seed=0):
+  """A well-conditioned general matrix (diagonally dominated by n)."""
+  a = rand(np.complex64 if np.dtype(dt).kind == "c" else np.float32, shape, seed)
+  n = shape[-1]
+  if len(shape) >= 2 and shape[-2] == n:
+    a = a + n * np.eye(n, dtype=a.dtype)
+  return a.astype(dt)
+
+
+def spd(shape, dt=np.float32, seed=0):
+  """A Hermitian positive definite matrix with eigenvalues >= n."""
+  x = rand(np.complex64 if np.dtype(dt).kind == "c" else np.float32, shape, seed)
+  n = shape[-1]
+  h = x @ np.conj(np.swapaxes(x, -1, -2)) + n * np.eye(n, dtype=x.dtype)
+  return h.astype(dt)
+
+
+def check_lowp(fn, *args, **kw):
+  """fn on mlx with half-float args vs fn on CPU with the same values in f32, rounded back."""
+  dt = args[0].dtype
+  want = run_on(cpu(), fn, *[a.astype(np.float32) for a in args])
+  want = jax.tree_util.tree_map(lambda w: w.astype(dt) if w.dtype == np.float32 else w, want)
+  got = run_on(mlx(), fn, *args)
+  assert_same(got, want, **(kw or tol(dt)))
+  return got
+
+
+# ---- cholesky --------------------------------------------------------------------------------
+
+SQUARE = [(0, 0), (1, 1), (2, 2), (5, 5), (16, 16), (3, 4, 4), (2, 3, 5, 5)]
+HALF = [np.float16, jnp.bfloat16]
+
+
+@pytest.mark.parametrize("shape", SQUARE, ids=str)
+def test_cholesky(shape):
+  x = spd(shape)
+  check(lambda a: (lax.linalg.cholesky(a), jnp.linalg.cholesky(a)), x, **tol(np.float32))
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_cholesky_scipy(lower):
+  x = spd((2, 6, 6), seed=3)
+  check(lambda a: jsl.cholesky(a, lower=lower), x, **tol(np.float32))
+
+
+@pytest.mark.parametrize("dt", HALF, ids=ids(HALF))
+@pytest.mark.parametrize("shape", [(1, 1), (4, 4), (2, 5, 5)], ids=str)
+def test_cholesky_half(dt, shape):
+  check_lowp(jnp.linalg.cholesky, spd(shape).astype(dt))
+
+
+def test_cholesky_not_positive_definite():
+  # jax's CPU rule turns a failed factorization (potrf info != 0) into NaN for that matrix only.
+  x = np.stack([spd((3, 3)), np.array([[1, 2, 0], [2, 1, 0], [0, 0, 1]], np.float32),
+                -np.eye(3, dtype=np.float32)])
+  got = check(jnp.linalg.cholesky, x, **tol(np.float32))
+  assert np.isnan(got[1:]).any() and not np.isnan(got[0]).any()
+
+
+# ---- triangular_solve ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("unit", [False, True])
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("lower", [False, True])
+@pytest.mark.parametrize("left", [False, True])
+@pytest.mark.parametrize("batch", [(), (2,)], ids=str)
+def test_triangular_solve(batch, left, lower, transpose, unit):
+  n, k = 5, 3
+  # The other triangle holds large junk: the solve must not read it.
+  a = general(batch + (n, n)) + np.triu(np.full((n, n), 40.0, np.float32), 1) * (1 if lower else 0)
+  a = a + np.tril(np.full((n, n), 40.0, np.float32), -1) * (0 if lower else 1)
+  b = rand(np.float32, batch + ((n, k) if left else (k, n)), 7)
+  f = lambda a, b: lax.linalg.triangular_solve(a, b, left_side=left, lower=lower,
+                                               transpose_a=transpose, unit_diagonal=unit)
+  check(f, a, b, **tol(np.float32))
+
+
+@pytest.mark.parametrize("shape", [((0, 0), (0, 3)), ((1, 1), (1, 1)), ((4, 4), (4, 0)),
+                                   ((16, 16), (16, 16))], ids=str)
+def test_solve_triangular_scipy(shape):
+  a, b = np.tril(general(shape[0])), rand(np.float32, shape[1], 2)
+  check(lambda a, b: jsl.solve_triangular(a, b, lower=True, trans="C"), a, b, **tol(np.float32))
+
+
+@pytest.mark.parametrize("dt", HALF, ids=ids(HALF))
+def test_triangular_solve_half(dt):
+  a, b = np.tril(general((4, 4))).astype(dt), rand(np.float32, (4, 2), 1).astype(dt)
+  check_lowp(lambda a, b: jsl.solve_triangular(a, b, lower=True), a, b)
+
+
+# ---- QR (Qr + ProductOfElementaryHouseholderReflectors) --------------------------------------
+
+QR_SHAPES = [(0, 0), (1, 1), (4, 4), (6, 3), (3, 6), (16, 16), (2, 5, 3), (3, 0)]
+QR_DTYPES = [np.float32, np.complex64]
+
+
+@pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
+@pytest.mark.parametrize("dt", QR_DTYPES, ids=ids(QR_DTYPES))
+@pytest.mark.parametrize("shape", QR_SHAPES, ids=str)
+def test_qr(shape, dt, mode):
+  # Same Householder convention as LAPACK's geqrf/orgqr, so Q and R match CPU's directly.
+  x = general(shape, dt)
+  got = check(lambda a: jnp.linalg.qr(a, mode=mode), x, **tol(dt))
+  if mode != "r":
+    q, r = got
+    np.testing.assert_allclose(q @ r, x, atol=1e-4 * max(1, shape[-1]))
+    eye = np.eye(q.shape[-1])
+    np.testing.assert_allclose(np.conj(np.swapaxes(q, -1, -2)) @ q, np.broadcast_to(
+        eye, q.shape[:-2] + eye.shape), atol=1e-5)
+
+
+def test_geqrf_and_householder_product():
+  x = general((2, 6, 4), seed=5)
+  check(lambda a: lax_linalg.geqrf(a), x, **tol(np.float32))
+  a, taus = lax_linalg.geqrf(x)
+  check(lambda a, t: lax_linalg.householder_product(a, t[..., :3]), np.asarray(a),
+        np.asarray(taus), **tol(np.float32))
+
+
+def test_qr_rank_deficient():
+  # A zero column needs no reflection (tau = 0), exercising the larfg shortcut.
+  x = general((5, 4))
+  x[:, 1] = 0
+  x[2:, 2] = 0
+  check(lambda a: jnp.linalg.qr(a), x, **tol(np.float32))
+
+
+@pytest.mark.parametrize("dt", HALF, ids=ids(HALF))
+def test_qr_half(dt):
+  check_lowp(lambda a: jnp.linalg.qr(a)[1], general((5, 3)).astype(dt))
+
+
+# ---- eigh ------------------------------------------------------------------------------------
+
+EIGH_SHAPES = [(0, 0), (1, 1), (4, 4), (16, 16), (3, 5, 5)]
+
+
+def assert_same_columns_up_to_phase(v, v_cpu, atol):
+  # Per column: |<v, v_cpu>| = 1 (unit vectors equal up to a sign or phase).
+  inner = np.abs(np.sum(np.conj(v) * v_cpu, axis=-2))
+  np.testing.assert_allclose(inner, np.ones_like(inner), atol=atol)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("dt", QR_DTYPES, ids=ids(QR_DTYPES))
+@pytest.mark.parametrize("shape", EIGH_SHAPES, ids=str)
+def test_eigh(shape, dt, lower):
+  x = spd(shape, dt, seed=1) - 2 * shape[-1] * np.eye(shape[-1], dtype=dt)  # mixed signs
+  f = lambda a: lax.linalg.eigh(a, lower=lower, symmetrize_input=False)
+  v_cpu, w_cpu = run_on(cpu(), f, x)
+  v, w = run_on(mlx(), f, x)
+  assert v.dtype == v_cpu.dtype and w.dtype == w_cpu.dtype and v.shape == v_cpu.shape
+  assert_same(w, w_cpu, **tol(dt))
+  assert np.all(np.diff(w, axis=-1) >= 0), "eigenvalues must ascend"
+  np.testing.assert_allclose(x @ v, v * w[..., None, :], atol=1e-4 * max(1, shape[-1]) ** 2)
+  assert_same_columns_up_to_phase(v, v_cpu, 1e-4)
+
+
+def test_eigh_subset_by_index():
+  # CPU has no subset_by_index: compare with the slice of its full decomposition.
+  x = spd((2, 6, 6), seed=2)
+  v, w = run_on(mlx(), lambda a: lax.linalg.eigh(a, subset_by_index=(1, 4)), x)
+  v_cpu, w_cpu = run_on(cpu(), lambda a: lax.linalg.eigh(a), x)
+  assert_same(w, w_cpu[..., 1:4], **tol(np.float32))
+  assert_same_columns_up_to_phase(v, v_cpu[..., 1:4], 1e-4)
+
+
+@pytest.mark.parametrize("dt", HALF, ids=ids(HALF))
+def test_eigvalsh_half(dt):
+  check_lowp(jnp.linalg.eigvalsh, spd((2, 4, 4)).astype(dt))
+
+
+def test_eigh_non_finite_gives_nan():
+  x = np.stack([spd((3, 3)), spd((3, 3), seed=1)])
+  x[1, 0, 1] = x[1, 1, 0] = np.nan
+  check(jnp.linalg.eigvalsh, x, **tol(np.float32))
+
+
+# ---- svd -------------------------------------------------------------------------------------
+
+SVD_SHAPES = [(1, 1), (4, 4), (6, 3), (3, 6), (16, 16), (2, 4, 3), (0, 3), (3, 0)]
+
+
+@pytest.mark.parametrize("full", [True, False])
+@pytest.mark.parametrize("dt", QR_DTYPES, ids=ids(QR_DTYPES))
+@pytest.mark.parametrize("shape", SVD_SHAPES, ids=str)
+def test_svd(shape, dt, full):
+  x = general(shape, dt, seed=4)
+  u_cpu, s_cpu, vt_cpu = run_on(cpu(), lambda a: jnp.linalg.svd(a, full_matrices=full), x)
+  u, s, vt = run_on(mlx(), lambda a: jnp.linalg.svd(a, full_matrices=full), x)
+  assert (u.shape, s.shape, vt.shape) == (u_cpu.shape, s_cpu.shape, vt_cpu.shape)
+  assert (u.dtype, s.dtype, vt.dtype) == (u_cpu.dtype, s_cpu.dtype, vt_cpu.dtype)
+  assert_same(s, s_cpu, **tol(dt))
+  k = s.shape[-1]
+  recon = (u[..., :, :k] * s[..., None, :]) @ vt[..., :k, :]
+  np.testing.assert_allclose(recon, x, atol=1e-4 * max(1, max(shape[-2:])))
+  for m in (u, np.conj(np.swapaxes(vt, -1, -2))):
+    eye = np.eye(m.shape[-1])
+    np.testing.assert_allclose(np.conj(np.swapaxes(m, -1, -2)) @ m,
+                               np.broadcast_to(eye, m.shape[:-2] + eye.shape), atol=1e-5)
+  assert_same_columns_up_to_phase(u[..., :, :k], u_cpu[..., :, :k], 1e-3)
+
+
+@pytest.mark.parametrize("shape", [(5, 5), (7, 3), (2, 3, 6)], ids=str)
+def test_svd_values_only(shape):
+  check(lambda a: jnp.linalg.svd(a, compute_uv=False), general(shape, seed=5), **tol(np.float32))
+
+
+def test_svd_subset_by_index():
+  x = general((6, 4), seed=6)
+  u, s, vt = run_on(mlx(), lambda a: lax.linalg.svd(a, full_matrices=False,
+                                                    subset_by_index=(1, 3)), x)
+  u_cpu, s_cpu, vt_cpu = run_on(cpu(), lambda a: lax.linalg.svd(a, full_matrices=False), x)
+  assert_same(s, s_cpu[1:3], **tol(np.float32))
+  assert_same_columns_up_to_phase(u, u_cpu[:, 1:3], 1e-4)
+  assert_same_columns_up_to_phase(vt.T, vt_cpu[1:3].T, 1e-4)
+
+
+@pytest.mark.parametrize("dt", HALF, ids=ids(HALF))
+def test_svd_half(dt):
+  check_lowp(lambda a: jnp.linalg.svd(a, compute_uv=False), general((5, 3), seed=2).astype(dt))
+
+
+# ---- eig -------------------------------------------------------------------------------------
+
+def sort_complex(w):
+  return np.sort_complex(np.round(w.astype(np.complex128), 4)) if w.size else w
+
+
+@pytest.mark.parametrize("dt", QR_DTYPES, ids=ids(QR_DTYPES))
+@pytest.mark.parametrize("shape", [(0, 0), (1, 1), (4, 4), (8, 8), (2, 5, 5)], ids=str)
+def test_eig(shape, dt):
+  # Eigenvalue order is not specified (MLX's and LAPACK's differ): compare sorted values.
+  x = rand(dt, shape, 9)
+  w_cpu, v_cpu = run_on(cpu(), jnp.linalg.eig, x)
+  w, v = run_on(mlx(), jnp.linalg.eig, x)
+  assert (w.dtype, v.dtype, w.shape, v.shape) == (w_cpu.dtype, v_cpu.dtype, w_cpu.shape,
+                                                  v_cpu.shape)
+  for i in np.ndindex(w.shape[:-1]):
+    np.testing.assert_allclose(sort_complex(w[i]), sort_complex(w_cpu[i]), atol=2e-3)
+  np.testing.assert_allclose(x @ v, v * w[..., None, :], atol=1e-4 * max(1, shape[-1]))
+  np.testing.assert_allclose(np.linalg.norm(v, axis=-2), np.ones(w.shape), atol=1e-5)
+
+
+def test_eigvals():
+  x = rand(np.float32, (6, 6), 3)
+  w_cpu = run_on(cpu(), jnp.linalg.eigvals, x)
+  w = run_on(mlx(), jnp.linalg.eigvals, x)
+  np.testing.assert_allclose(sort_complex(w), sort_complex(w_cpu), atol=2e-3)
+
+
+def test_eig_left_eigenvectors_refused():
+  f = lambda a: lax.linalg.eig(a, compute_left_eigenvectors=True)
+  with pytest.raises(NotImplementedError, match="compute_left_eigenvectors"):
+    jax.jit(f).lower(jax.device_put(np.eye(3, dtype=np.float32), mlx()))
+
+
+# ---- LU --------------------------------------------------------------------------------------
+
+LU_SHAPES = [(0, 0), (1, 1), (4, 4), (5, 3), (3, 5), (16, 16), (2, 6, 6)]
+
+
+@pytest.mark.parametrize("shape", LU_SHAPES, ids=str)
+def test_lu(shape):
+  # Partial pivoting picks the same rows as LAPACK: pivots and permutation bit-exact.
+  check(lax.linalg.lu, rand(np.float32, shape, 11), **tol(np.float32))
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (2, 5, 5)], ids=str)
+def test_lu_factor_scipy(shape):
+  check(jsl.lu_factor, rand(np.float32, shape, 12), **tol(np.float32))
+
+
+def test_lu_singular():
+  x = np.array([[0, 0, 0], [1, 2, 3], [2, 4, 6]], np.float32)
+  check(lax.linalg.lu, x, **tol(np.float32))
+
+
+@pytest.mark.parametrize("size", [4, 6])
+def test_lu_pivots_to_permutation(size):
+  piv = np.array([[3, 1, 3, 3], [0, 2, 2, 3]], np.int32)
+  check(lambda p: lax.linalg.lu_pivots_to_permutation(p, size), piv)
+
+
+@pytest.mark.parametrize("dt", HALF, ids=ids(HALF))
+def test_lu_half(dt):
+  check_lowp(lambda a: lax.linalg.lu(a)[0], general((4, 4)).astype(dt))
+
+
+# ---- jnp.linalg built on the above -----------------------------------------------------------
+
+SOLVE_SHAPES = [(1, 1), (4, 4), (16, 16), (3, 5, 5)]
+
+
+@pytest.mark.parametrize("shape", SOLVE_SHAPES, ids=str)
+def test_solve_inv(shape):
+  a, b = general(shape, seed=1), rand(np.float32, shape[:-1] + (2,), 2)
+  check(lambda a, b: (jnp.linalg.solve(a, b), jnp.linalg.inv(a)), a, b, **tol(np.float32))
+
+
+@pytest.mark.parametrize("shape", SOLVE_SHAPES + [(0, 0)], ids=str)
+def test_det_slogdet(shape):
+  a = general(shape, seed=3) / max(1, shape[-1])  # keep det moderate
+  check(lambda a: (jnp.linalg.det(a), *jnp.linalg.slogdet(a)), a, **tol(np.float32))
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (6, 3), (3, 6), (2, 4, 5)], ids=str)
+def test_pinv(shape):
+  check(jnp.linalg.pinv, general(shape, seed=4), **tol(np.float32))
+
+
+@pytest.mark.parametrize("shape", [((6, 3), (6,)), ((6, 3), (6, 2)), ((4, 4), (4, 1))], ids=str)
+def test_lstsq(shape):
+  a, b = general(shape[0], seed=5), rand(np.float32, shape[1], 6)
+  check(lambda a, b: jnp.linalg.lstsq(a, b)[:3], a, b, **tol(np.float32))
+
+
+@pytest.mark.parametrize("power", [0, 1, 3, -2])
+def test_matrix_power(power):
+  check(lambda a: jnp.linalg.matrix_power(a, power), general((4, 4), seed=6) / 4,
+        **tol(np.float32))
+
+
+@pytest.mark.parametrize("ord", [2, -2, "nuc", "fro", 1, np.inf])
+def test_matrix_norm(ord):
+  check(lambda a: jnp.linalg.norm(a, ord=ord, axis=(-2, -1)), rand(np.float32, (2, 5, 4), 7),
+        **tol(np.float32))
+
+
+def test_cond_and_matrix_rank():
+  a = general((5, 5), seed=8)
+  check(lambda a: (jnp.linalg.cond(a), jnp.linalg.matrix_rank(a)), a, **tol(np.float32))
+
+
+def test_cho_solve():
+  a, b = spd((5, 5), seed=9), rand(np.float32, (5, 2), 10)
+  check(lambda a, b: jsl.cho_solve(jsl.cho_factor(a), b), a, b, **tol(np.float32))
+
+
+# ---- gradients -------------------------------------------------------------------------------
+
+GRADS = {
+    "cholesky": (lambda a: jnp.sum(jnp.linalg.cholesky(a) ** 2), spd),
+    "solve": (lambda a: jnp.sum(jnp.linalg.solve(a, jnp.arange(a.shape[-1], dtype=a.dtype))),
+              general),
+    "inv": (lambda a: jnp.sum(jnp.linalg.inv(a)), general),
+    "det": (lambda a: jnp.sum(jnp.linalg.det(a / a.shape[-1])), general),
+    "eigh": (lambda a: jnp.sum(jnp.linalg.eigvalsh(a) ** 3), spd),
+    "eigh_vectors": (lambda a: jnp.sum(jnp.abs(jnp.linalg.eigh(a)[1][..., 0])), spd),
+    "svd": (lambda a: jnp.sum(jnp.linalg.svd(a, compute_uv=False)), general),
+    "qr": (lambda a: jnp.sum(jnp.abs(jnp.linalg.qr(a)[1])), general),
+    "triangular_solve": (lambda a: jnp.sum(jsl.solve_triangular(a, jnp.ones(a.shape[-1], a.dtype),
+                                                               lower=True)), general),
+}
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (2, 3, 3)], ids=str)
+@pytest.mark.parametrize("name", list(GRADS))
+def test_grad(name, shape):
+  f, make = GRADS[name]
+  a = make(shape, seed=13)
+  if name == "triangular_solve":
+    a = np.tril(a)
+  check(jax.grad(f), a, rtol=5e-4, atol=5e-4)  # derivatives chain several solves
+
+
+# ---- what is refused -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,fn", [
+    ("schur", lambda a: jsl.schur(a)),
+    ("hessenberg", lambda a: jsl.hessenberg(a)),
+    ("tridiagonal", lambda a: lax.linalg.tridiagonal(a)),
+], ids=["schur", "hessenberg", "tridiagonal"])
+def test_unimplemented_raise_naming_the_op(name, fn):
+  with pytest.raises(NotImplementedError, match=name):
+    jax.jit(fn).lower(jax.device_put(np.eye(3, dtype=np.float32), mlx()))
+
+
+@pytest.mark.parametrize("name,fn,dt", [
+    ("cholesky", jnp.linalg.cholesky, np.float64),
+    ("cholesky", jnp.linalg.cholesky, np.complex64),
+    ("triangular_solve", lambda a: jsl.solve_triangular(a, a), np.complex64),
+    ("f64", lambda a: lax.linalg.eigh(a, symmetrize_input=False), np.float64),
+], ids=["cholesky-f64", "cholesky-c64", "trsolve-c64", "eigh-f64"])
+def test_refused_types_name_the_op(name, fn, dt):
+  x = spd((3, 3)).astype(dt)
+  with pytest.raises(Exception, match=name):
+    jax.jit(fn)(jax.device_put(x, mlx()))
