@@ -388,7 +388,8 @@ mx::array lexicographic_argsort(const std::vector<mx::array>& keys, int axis) {
     words.push_back(w);
     i = j;
   }
-  // MLX's argsort is stable; a non-contiguous input is read wrongly, hence contiguous().
+  // MLX's argsort is stable on every backend (documented since MLX #3400); a non-contiguous
+  // input is read wrongly (PITFALLS 5), hence contiguous().
   mx::array perm = mx::astype(mx::argsort(mx::contiguous(words[0]), axis), mx::int32);
   for (size_t w = 1; w < words.size(); ++w) {
     mx::array k = mx::contiguous(mx::take_along_axis(words[w], perm, axis));
