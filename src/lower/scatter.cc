@@ -1,0 +1,364 @@
+// Lowering rules: gather family, part 2 (see lowering.h for the rule contract): scatter, with
+// any dimension numbers (batching dims included), any number of operands and any body.
+//
+// XLA's semantics: an update window whose start does not fit the operand (start < 0 or
+// start + window > dim in any scattered dim) is dropped whole; indices_are_sorted and
+// unique_indices are hints and change nothing here. MLX never bounds-checks (PITFALLS 2.6), so
+// every operand gets a padding block along one scattered axis and a dropped window is sent
+// there; the padding is sliced off afterwards.
+//
+// Bodies: `return update` is MLX scatter, one add / multiply / max / min (and / or on bools) is
+// MLX scatter_add / _prod / _max / _min. Float max / min go through order-preserving integer
+// keys, because MLX's scatter_max skips NaN and orders -0 == +0 while XLA's maximum propagates
+// NaN and has +0 > -0. Any other body (variadic scatters too) is applied window by window in
+// the order of the update scatter dims, as XLA's CPU backend does, so duplicate indices and
+// non-associative bodies give XLA's results; that costs a few MLX ops per window, so it is
+// limited to kMaxInOrderWindows windows.
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "lower/gather_util.h"
+#include "lower/shape_util.h"
+#include "lower/window_util.h"
+
+namespace jaxmlx::lower {
+
+using namespace shape_util;
+using namespace gather_util;
+
+namespace {
+
+constexpr int64_t kMaxInOrderWindows = 4096;
+
+enum class Combiner { kGeneral, kReplace, kKeep, kAdd, kMul, kMax, kMin };
+
+// What a single-operand body does with (operand, update), when MLX has a scatter for it.
+Combiner match_combiner(const ir::Region& body, ir::ElementType et) {
+  if (body.blocks.size() != 1) return Combiner::kGeneral;
+  const ir::Block& b = body.entry();
+  if (b.args.size() != 2 || b.ops.empty() || b.args[0].type->dtype != et ||
+      b.args[1].type->dtype != et)
+    return Combiner::kGeneral;
+  const ir::Op& ret = b.ops.back();
+  if (ret.kind != ir::OpKind::kReturn || ret.operands.size() != 1) return Combiner::kGeneral;
+  if (b.ops.size() == 1) {
+    if (ret.operands[0] == b.args[1]) return Combiner::kReplace;
+    if (ret.operands[0] == b.args[0]) return Combiner::kKeep;
+    return Combiner::kGeneral;
+  }
+  const ir::Op& f = b.ops[0];
+  if (b.ops.size() != 2 || f.operands.size() != 2 || f.results.size() != 1 ||
+      !(ret.operands[0] == f.results[0]))
+    return Combiner::kGeneral;
+  const bool direct = f.operands[0] == b.args[0] && f.operands[1] == b.args[1];
+  const bool swapped = f.operands[0] == b.args[1] && f.operands[1] == b.args[0];
+  if (!direct && !swapped) return Combiner::kGeneral;
+  const bool is_bool = et == ir::ElementType::kPred;
+  const bool is_complex = ir::is_complex(et);
+  switch (f.kind) {
+    case ir::OpKind::kAdd: return is_bool ? Combiner::kGeneral : Combiner::kAdd;
+    case ir::OpKind::kMultiply: return is_bool ? Combiner::kGeneral : Combiner::kMul;
+    case ir::OpKind::kMaximum: return is_complex ? Combiner::kGeneral : Combiner::kMax;
+    case ir::OpKind::kMinimum: return is_complex ? Combiner::kGeneral : Combiner::kMin;
+    case ir::OpKind::kOr: return is_bool ? Combiner::kMax : Combiner::kGeneral;
+    case ir::OpKind::kAnd: return is_bool ? Combiner::kMin : Combiner::kGeneral;
+    default: return Combiner::kGeneral;
+  }
+}
+
+// Where each update window goes, in MLX scatter's terms (one start array per axis, every start
+// in range), and how operands are padded so dropped windows have somewhere harmless to go.
+struct Plan {
+  mx::Shape batch;             // the update scatter dims (= indices dims without the vector dim)
+  std::vector<mx::array> idx;  // int32, batch shape, one per axis
+  std::vector<int> axes;
+  mx::Shape window;            // MLX slice sizes: every dim of the (prepared) operand
+  bool leading_dim = false;    // a size-1 dim 0 was added (no scattered or batching dims)
+  int pad_axis = -1;           // -1: no window can be dropped
+  int pad_dim = 0;             // size of pad_axis before padding
+};
+
+StatusOr<Plan> make_plan(LowerContext& ctx, const ir::Op& op, const ir::ScatterDims& dn,
+                         const mx::array& indices, size_t n) {
+  const ir::Type& t = operand_type(op, 0);
+  const ir::Type& it = operand_type(op, n);
+  const ir::Type& ut = operand_type(op, n + 1);
+  const int64_t rank = t.rank();
+  const int64_t ivd = dn.index_vector_dim;
+  const int64_t n_vec = ivd < it.rank() ? it.dims[ivd] : 1;
+  const auto& sd = dn.scatter_dims_to_operand_dims;
+  const auto& bd = dn.input_batching_dims;
+  if (ivd < 0 || ivd > it.rank() || n_vec != static_cast<int64_t>(sd.size()) ||
+      bd.size() != dn.scatter_indices_batching_dims.size() || !valid_dims(sd, rank) ||
+      !valid_dims(dn.inserted_window_dims, rank) || !valid_dims(bd, rank) ||
+      !valid_dims(dn.update_window_dims, ut.rank()) ||
+      !std::is_sorted(dn.update_window_dims.begin(), dn.update_window_dims.end()))
+    return ctx.malformed(op, "scatter dimension numbers do not match the operand shapes");
+  Plan p;
+  p.batch = batch_shape(indices.shape(), ivd);
+  // Window sizes per operand dim: 1 for inserted and batching dims, else the update's dims.
+  std::vector<int64_t> wsize;
+  size_t j = 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (contains(dn.inserted_window_dims, d) || contains(bd, d)) {
+      wsize.push_back(1);
+    } else {
+      if (j >= dn.update_window_dims.size()) return ctx.malformed(op, "too few window dims");
+      wsize.push_back(ut.dims[dn.update_window_dims[j++]]);
+      if (wsize.back() > t.dims[d]) return ctx.malformed(op, "update window larger than operand");
+    }
+  }
+  if (j != dn.update_window_dims.size() ||
+      ut.rank() != static_cast<int64_t>(p.batch.size() + j))
+    return ctx.malformed(op, "update rank does not match the dimension numbers");
+  std::vector<mx::array> starts;
+  std::optional<mx::array> valid;
+  for (size_t k = 0; k < sd.size(); ++k) {
+    // int64 is exact for every index dtype; uint64 starts >= 2^63 turn negative: dropped, as
+    // they are out of bounds anyway.
+    mx::array s = mx::astype(index_component(indices, ivd, static_cast<int>(k)), mx::int64);
+    mx::array ok = mx::logical_and(mx::greater_equal(s, int_scalar(0, mx::int64)),
+                                   mx::less_equal(s, int_scalar(t.dims[sd[k]] - wsize[sd[k]],
+                                                                mx::int64)));
+    valid = valid ? mx::logical_and(*valid, ok) : ok;
+    starts.push_back(s);
+    p.axes.push_back(static_cast<int>(sd[k]));
+  }
+  for (size_t k = 0; k < starts.size(); ++k) {
+    // A dropped window goes to the padding block along the first scattered axis.
+    const int64_t dropped_at = k == 0 ? t.dims[sd[0]] : 0;
+    mx::array s = mx::where(*valid, starts[k], int_scalar(dropped_at, mx::int64));
+    p.idx.push_back(mx::astype(s, mx::int32));
+  }
+  if (!sd.empty()) {
+    p.pad_axis = static_cast<int>(sd[0]);
+    p.pad_dim = static_cast<int>(t.dims[sd[0]]);
+  }
+  for (size_t i = 0; i < bd.size(); ++i) {
+    const int64_t id = dn.scatter_indices_batching_dims[i];
+    if (id < 0 || id >= it.rank() || id == ivd) return ctx.malformed(op, "bad batching dim");
+    p.idx.push_back(batch_iota(p.batch, batch_pos(id, ivd)));
+    p.axes.push_back(static_cast<int>(bd[i]));
+  }
+  p.window = to_shape(wsize);
+  extend_trailing(t, nullptr, &p.window, nullptr);
+  if (p.axes.empty()) {
+    // Every window starts at 0: scatter along a leading size-1 dim.
+    p.leading_dim = true;
+    p.window.insert(p.window.begin(), 1);
+    p.idx.push_back(mx::zeros(p.batch, mx::int32));
+    p.axes.push_back(0);
+  }
+  for (mx::array& s : p.idx) s = mx::broadcast_to(s, p.batch);
+  return p;
+}
+
+mx::array prepare_operand(const Plan& p, mx::array x) {
+  if (p.leading_dim) x = mx::expand_dims(x, 0);
+  if (p.pad_axis >= 0) {
+    mx::Shape pad = x.shape();
+    pad[p.pad_axis] = p.window[p.pad_axis];
+    x = mx::concatenate({x, mx::zeros(pad, x.dtype())}, p.pad_axis);
+  }
+  return x;
+}
+
+mx::array finish_operand(const Plan& p, mx::array x, const mx::Shape& out_shape) {
+  if (p.pad_axis >= 0) {
+    mx::Shape start(x.ndim(), 0), stop = x.shape();
+    stop[p.pad_axis] = p.pad_dim;
+    x = mx::slice(x, start, stop);
+  }
+  return mx::reshape(x, out_shape);
+}
+
+// Updates as batch + window (every operand dim, with 1 at inserted and batching dims).
+// `trailing`: storage dims after the update's own (1 for c128).
+mx::array prepare_updates(const Plan& p, const ir::ScatterDims& dn, const mx::array& u,
+                          int trailing) {
+  std::vector<int> perm;
+  const int urank = static_cast<int>(u.ndim()) - trailing;
+  for (int d = 0; d < urank; ++d)
+    if (!contains(dn.update_window_dims, d)) perm.push_back(d);
+  for (int64_t d : dn.update_window_dims) perm.push_back(static_cast<int>(d));
+  for (int d = urank; d < static_cast<int>(u.ndim()); ++d) perm.push_back(d);  // c128 storage
+  mx::Shape shape = p.batch;
+  shape.insert(shape.end(), p.window.begin(), p.window.end());
+  return mx::reshape(mx::transpose(u, perm), shape);
+}
+
+bool is_float(mx::Dtype d) { return mx::issubdtype(d, mx::floating); }
+
+// IEEE floats as signed integers of the same width whose order is the total order
+// -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN. NaNs become the extreme key that wins
+// (max: the largest, min: the smallest), since XLA's maximum / minimum propagate NaN.
+mx::array float_key(const mx::array& x, bool is_max) {
+  const mx::Dtype sd = signed_of(x.dtype());
+  const int bits = dtype_bits(x.dtype());
+  mx::array hi = int_scalar((int64_t{1} << (bits - 1)) - 1, sd);
+  mx::array lo = int_scalar(-(int64_t{1} << (bits - 1)), sd);
+  mx::array s = mx::view(x, sd);
+  mx::array k = mx::where(mx::less(s, int_scalar(0, sd)), mx::bitwise_xor(s, hi), s);
+  return mx::where(mx::isnan(x), is_max ? hi : lo, k);
+}
+
+mx::array from_float_key(const mx::array& k, mx::Dtype dt) {
+  const mx::Dtype sd = k.dtype();
+  const int bits = dtype_bits(dt);
+  mx::array hi = int_scalar((int64_t{1} << (bits - 1)) - 1, sd);
+  mx::array lo = int_scalar(-(int64_t{1} << (bits - 1)), sd);
+  mx::array s = mx::where(mx::less(k, int_scalar(0, sd)), mx::bitwise_xor(k, hi), k);
+  // The min NaN key decodes to a negative NaN; results carry the positive one either way.
+  s = mx::where(mx::equal(k, lo), hi, s);
+  return mx::view(s, dt);
+}
+
+// Where a scatter of dtype `dt` can run: MLX's GPU scatters reject 64-bit integers, and complex
+// anything but a sum (PITFALLS 1, patch 11); those run on the CPU stream instead.
+mx::StreamOrDevice scatter_device(mx::Dtype dt, Combiner c) {
+  const bool gpu_lacks = dt == mx::int64 || dt == mx::uint64 ||
+                         (dt == mx::complex64 && c != Combiner::kAdd);
+  if (gpu_lacks && mx::default_device().type == mx::Device::gpu) return mx::Device::cpu;
+  return {};
+}
+
+mx::array scatter_with(Combiner c, const mx::array& a, const std::vector<mx::array>& idx,
+                       const std::vector<int>& axes, const mx::array& u) {
+  const mx::StreamOrDevice s = scatter_device(a.dtype(), c);
+  switch (c) {
+    case Combiner::kAdd: return mx::scatter_add(a, idx, u, axes, s);
+    case Combiner::kMul: return mx::scatter_prod(a, idx, u, axes, s);
+    case Combiner::kMax:
+    case Combiner::kMin: {
+      const bool is_max = c == Combiner::kMax;
+      if (!is_float(a.dtype()))
+        return is_max ? mx::scatter_max(a, idx, u, axes, s) : mx::scatter_min(a, idx, u, axes, s);
+      mx::array ka = float_key(a, is_max), ku = float_key(u, is_max);
+      mx::array k = is_max ? mx::scatter_max(ka, idx, ku, axes) : mx::scatter_min(ka, idx, ku, axes);
+      return from_float_key(k, a.dtype());
+    }
+    default: return mx::scatter(a, idx, u, axes, s);
+  }
+}
+
+// The func whose body (nested regions included) holds `op`; null if none.
+const ir::Func* enclosing_func(const ir::Module& m, const ir::Op& op) {
+  for (const ir::Func& f : m.funcs) {
+    bool found = false;
+    ir::walk(f.body, [&](const ir::Op& o) { found = found || &o == &op; });
+    if (found) return &f;
+  }
+  return nullptr;
+}
+
+// The scatter body, with the constants it uses from outside cloned into it: jax's canonicalizer
+// hoists a body's constants into the func, and apply_body_elementwise only sees values defined
+// in the body it runs.
+StatusOr<ir::Region> body_with_constants(LowerContext& ctx, const ir::Op& op) {
+  const ir::Region& body = op.regions[0];
+  if (body.blocks.size() != 1) return body;
+  std::unordered_set<uint32_t> inside;
+  for (const ir::Value& a : body.entry().args) inside.insert(a.id);
+  ir::walk(body, [&](const ir::Op& o) {
+    for (const ir::Value& r : o.results) inside.insert(r.id);
+  });
+  std::vector<uint32_t> outside;
+  for (const ir::Op& o : body.entry().ops)
+    for (const ir::Value& v : o.operands)
+      if (!inside.count(v.id)) outside.push_back(v.id);
+  if (outside.empty()) return body;
+  std::unordered_map<uint32_t, const ir::Op*> constants;
+  if (const ir::Func* f = enclosing_func(ctx.module(), op))
+    ir::walk(f->body, [&](const ir::Op& o) {
+      if (o.kind == ir::OpKind::kConstant && o.results.size() == 1) constants[o.results[0].id] = &o;
+    });
+  ir::Region copy = body;
+  std::vector<ir::Op>& ops = copy.blocks[0].ops;
+  for (uint32_t id : outside) {
+    auto it = constants.find(id);
+    if (it == constants.end())
+      return ctx.unsupported(op, "a scatter body that uses a non-constant value from outside it");
+    if (inside.insert(id).second) ops.insert(ops.begin(), *it->second);
+  }
+  return copy;
+}
+
+// Applies `body` one update window at a time, in row-major order of the update scatter dims.
+StatusOr<Values> scatter_in_order(LowerContext& ctx, const ir::Op& op, const Plan& p,
+                                  Values xs, const Values& us) {
+  ASSIGN_OR_RETURN(const ir::Region body, body_with_constants(ctx, op));
+  int64_t n = 1;
+  for (int b : p.batch) n *= b;
+  if (n > kMaxInOrderWindows)
+    return ctx.unsupported(op, "a general scatter body over " + std::to_string(n) +
+                                   " update windows (applied in order; limit " +
+                                   std::to_string(kMaxInOrderWindows) + ")");
+  std::vector<mx::array> idx;
+  for (const mx::array& s : p.idx) idx.push_back(mx::reshape(s, {static_cast<int>(n)}));
+  Values flat;
+  for (const mx::array& u : us) {
+    mx::Shape shape = p.window;
+    shape.insert(shape.begin(), static_cast<int>(n));
+    flat.push_back(mx::reshape(u, shape));
+  }
+  const int m = static_cast<int>(p.window.size()) + 1;
+  for (int i = 0; i < static_cast<int>(n); ++i) {
+    std::vector<mx::array> at;
+    for (const mx::array& s : idx) at.push_back(mx::slice(s, {i}, {i + 1}));
+    Values args;
+    for (const mx::array& x : xs) args.push_back(mx::gather(x, at, p.axes, p.window));
+    for (const mx::array& u : flat) {
+      mx::Shape start(m, 0), stop = u.shape();
+      start[0] = i;
+      stop[0] = i + 1;
+      args.push_back(mx::slice(u, start, stop));
+    }
+    ASSIGN_OR_RETURN(Values out, window_util::apply_body_elementwise(ctx, body, args));
+    if (out.size() != xs.size()) return ctx.malformed(op, "scatter body result count");
+    for (size_t j = 0; j < xs.size(); ++j) {
+      mx::array v = mx::broadcast_to(mx::astype(out[j], xs[j].dtype()), args[j].shape());
+      xs[j] = scatter_with(Combiner::kReplace, xs[j], at, p.axes, v);
+    }
+  }
+  return xs;
+}
+
+StatusOr<Values> lower_scatter(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  const size_t n = op.results.size();
+  const ir::ScatterDims* dn = op.attr<ir::ScatterDims>("scatter_dimension_numbers");
+  if (n == 0 || in.size() != 2 * n + 1 || dn == nullptr || op.regions.size() != 1 ||
+      op.regions[0].empty())
+    return ctx.malformed(op, "scatter needs N operands, indices, N updates and a body");
+  for (size_t i = 0; i < 2 * n + 1; ++i)
+    if (!is_static(operand_type(op, i))) return ctx.unsupported(op, "dynamic shapes");
+  const ir::Type& t = operand_type(op, 0);
+  const ir::Type& ut = operand_type(op, n + 1);
+  Values xs(in.begin(), in.begin() + n);
+  // Nothing to scatter (or nowhere to): the operands unchanged.
+  if (ut.num_elements() == 0 || t.num_elements() == 0) return xs;
+  ASSIGN_OR_RETURN(Plan p, make_plan(ctx, op, *dn, in[n], n));
+  Values us;
+  for (size_t j = 0; j < n; ++j) {
+    xs[j] = prepare_operand(p, xs[j]);
+    us.push_back(prepare_updates(p, *dn, in[n + 1 + j], trailing_rank(t)));
+  }
+  Combiner c = n == 1 ? match_combiner(op.regions[0], t.dtype) : Combiner::kGeneral;
+  if (c == Combiner::kKeep) return Values{in[0]};
+  // Replace moves bits (any storage dtype); the others compute in the element type.
+  if (c != Combiner::kReplace) RETURN_IF_ERROR(require_native(ctx, op));
+  Values out;
+  if (c == Combiner::kGeneral) {
+    ASSIGN_OR_RETURN(out, scatter_in_order(ctx, op, p, xs, us));
+  } else {
+    out.push_back(scatter_with(c, xs[0], p.idx, p.axes, mx::astype(us[0], xs[0].dtype())));
+  }
+  for (size_t j = 0; j < n; ++j) out[j] = finish_operand(p, out[j], storage_shape(result_type(op, j)));
+  return out;
+}
+
+}  // namespace
+
+void register_scatter_ops(Registry& r) { r.add(ir::OpKind::kScatter, lower_scatter); }
+
+}  // namespace jaxmlx::lower
