@@ -1,0 +1,231 @@
+// Lowering rules: convolution family (see lowering.h for the rule contract).
+//
+// stablehlo.convolution in any dimension layout: operands are transposed to MLX's layout
+// (input [N, spatial..., C], kernel [O, spatial..., I]), the result is transposed back.
+// batch_group_count folds into feature groups (the batch groups move next to the features).
+// Floats (f16/bf16/f32, or integer operands with a float result) compute in f32 through
+// mx::conv_general and round once; complex64 is four real convolutions. Integers are exact and
+// wrap like XLA: one integer multiply-and-sum over the features per kernel offset, in the
+// result type (MLX convolutions are float-only). precision_config is ignored.
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+#include "lower/shape_util.h"
+#include "lower/window_util.h"
+
+namespace jaxmlx::lower {
+
+using namespace shape_util;
+using namespace window_util;
+
+namespace {
+
+constexpr int64_t kMaxProductElements = int64_t{1} << 24;  // bound for one integer product
+
+// Everything a convolution needs besides its operands, in spatial-dim order.
+struct ConvSpec {
+  int nsp = 0;
+  std::vector<int64_t> strides, lhs_dil, rhs_dil, pad_lo, pad_hi;
+  std::vector<bool> reversal;
+  int64_t feature_groups = 1, batch_groups = 1;
+};
+
+StatusOr<ConvSpec> read_spec(LowerContext& ctx, const ir::Op& op, const ir::ConvDims& dn) {
+  ConvSpec s;
+  s.nsp = static_cast<int>(dn.input_spatial_dimensions.size());
+  const size_t n = static_cast<size_t>(s.nsp);
+  auto or_ones = [&](std::vector<int64_t> v) {
+    return v.empty() ? std::vector<int64_t>(n, 1) : v;
+  };
+  s.strides = or_ones(op.get_i64s("window_strides"));
+  s.lhs_dil = or_ones(op.get_i64s("lhs_dilation"));
+  s.rhs_dil = or_ones(op.get_i64s("rhs_dilation"));
+  std::vector<int64_t> pad = op.get_i64s("padding");
+  if (pad.empty()) pad.assign(2 * n, 0);
+  if (const auto* rev = op.attr<ir::BoolArrayAttr>("window_reversal")) s.reversal = rev->values;
+  if (s.reversal.empty()) s.reversal.assign(n, false);
+  if (s.strides.size() != n || s.lhs_dil.size() != n || s.rhs_dil.size() != n ||
+      pad.size() != 2 * n || s.reversal.size() != n)
+    return ctx.malformed(op, "window attributes do not match the spatial rank");
+  for (size_t d = 0; d < n; ++d) {
+    s.pad_lo.push_back(pad[2 * d]);
+    s.pad_hi.push_back(pad[2 * d + 1]);
+    if (s.strides[d] < 1 || s.lhs_dil[d] < 1 || s.rhs_dil[d] < 1)
+      return ctx.malformed(op, "strides and dilations must be positive");
+  }
+  s.feature_groups = op.get_i64("feature_group_count", 1);
+  s.batch_groups = op.get_i64("batch_group_count", 1);
+  if (s.feature_groups < 1 || s.batch_groups < 1 || (s.feature_groups > 1 && s.batch_groups > 1))
+    return ctx.malformed(op, "bad feature_group_count / batch_group_count");
+  return s;
+}
+
+std::vector<int> concat_dims(int64_t first, const std::vector<int64_t>& mid, int64_t last) {
+  std::vector<int> p{static_cast<int>(first)};
+  for (int64_t d : mid) p.push_back(static_cast<int>(d));
+  p.push_back(static_cast<int>(last));
+  return p;
+}
+
+// Input [bg*N, S..., C] -> [N, S..., bg*C]: batch group g becomes feature group g.
+mx::array fold_batch_groups(const mx::array& x, int64_t bg) {
+  mx::Shape s = x.shape();
+  const int r = x.ndim();
+  mx::Shape split{static_cast<int>(bg), s[0] / static_cast<int>(bg)};
+  split.insert(split.end(), s.begin() + 1, s.end());
+  std::vector<int> perm{1};
+  for (int d = 2; d < r; ++d) perm.push_back(d);
+  perm.push_back(0);
+  perm.push_back(r);
+  mx::array t = mx::transpose(mx::reshape(x, split), perm);
+  mx::Shape folded{split[1]};
+  folded.insert(folded.end(), s.begin() + 1, s.end() - 1);
+  folded.push_back(static_cast<int>(bg) * s.back());
+  return mx::reshape(t, folded);
+}
+
+// A float convolution of canonical operands (f32), output [N, OS..., O].
+mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t groups) {
+  auto ints = [](const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); };
+  const bool negative = std::any_of(s.pad_lo.begin(), s.pad_lo.end(), [](int64_t p) { return p < 0; }) ||
+                        std::any_of(s.pad_hi.begin(), s.pad_hi.end(), [](int64_t p) { return p < 0; });
+  std::vector<int64_t> lo = s.pad_lo, hi = s.pad_hi, ldil = s.lhs_dil;
+  if (negative) {
+    // MLX cannot crop; pad (and dilate, which precedes cropping in StableHLO) explicitly.
+    std::vector<int64_t> plo{0}, phi{0}, pin{0};
+    for (int d = 0; d < s.nsp; ++d) plo.push_back(lo[d]), phi.push_back(hi[d]), pin.push_back(ldil[d] - 1);
+    plo.push_back(0), phi.push_back(0), pin.push_back(0);
+    x = pad_dilate(x, mx::zeros({}, x.dtype()), plo, phi, pin);
+    std::fill(lo.begin(), lo.end(), 0);
+    std::fill(hi.begin(), hi.end(), 0);
+    std::fill(ldil.begin(), ldil.end(), 1);
+  }
+  auto conv = [&](const mx::array& a, const mx::array& b, int g) {
+    return mx::conv_general(a, b, ints(s.strides), ints(lo), ints(hi), ints(s.rhs_dil),
+                            ints(ldil), g);
+  };
+  if (groups == 1 || s.nsp <= 2) return conv(x, w, static_cast<int>(groups));
+  // MLX groups only 1- and 2-D convolutions: one convolution per group, concatenated.
+  const int g = static_cast<int>(groups), cg = x.shape(-1) / g, og = w.shape(0) / g;
+  std::vector<mx::array> parts;
+  for (int i = 0; i < g; ++i) {
+    mx::Shape xs(x.ndim(), 0), xe = x.shape(), ws(w.ndim(), 0), we = w.shape();
+    xs.back() = i * cg, xe.back() = (i + 1) * cg;
+    ws[0] = i * og, we[0] = (i + 1) * og;
+    parts.push_back(conv(mx::slice(x, xs, xe), mx::slice(w, ws, we), 1));
+  }
+  return mx::concatenate(parts, -1);
+}
+
+// An exact integer convolution of canonical operands in `acc`: for every kernel offset, the
+// strided input window times that offset's kernel slice, summed over the group's features.
+mx::array int_conv(const mx::array& x_in, const mx::array& w, const ConvSpec& s, int64_t groups,
+                   const mx::Shape& out_shape, mx::Dtype acc) {
+  std::vector<int64_t> lo{0}, hi{0}, in{0};
+  for (int d = 0; d < s.nsp; ++d)
+    lo.push_back(s.pad_lo[d]), hi.push_back(s.pad_hi[d]), in.push_back(s.lhs_dil[d] - 1);
+  lo.push_back(0), hi.push_back(0), in.push_back(0);
+  mx::array x = pad_dilate(mx::astype(x_in, acc), mx::zeros({}, acc), lo, hi, in);
+  const int g = static_cast<int>(groups);
+  const int n = out_shape[0], o = out_shape.back(), c = x.shape(-1), cg = c / g, og = o / g;
+  int64_t rows = n;
+  for (int d = 0; d < s.nsp; ++d) rows *= out_shape[d + 1];
+  const int64_t per_c = std::max<int64_t>(rows * o, 1);
+  const int cc = static_cast<int>(std::clamp<int64_t>(kMaxProductElements / per_c, 1, cg));
+  std::vector<int64_t> ksp(w.shape().begin() + 1, w.shape().end() - 1);
+  std::vector<int64_t> stride{1}, count{n};
+  for (int d = 0; d < s.nsp; ++d) stride.push_back(s.strides[d]), count.push_back(out_shape[d + 1]);
+  stride.push_back(1), count.push_back(c);
+  mx::array wa = mx::astype(w, acc);
+  std::optional<mx::array> sum;
+  for (const std::vector<int64_t>& k : box_offsets(ksp)) {
+    std::vector<int64_t> start{0};
+    mx::Shape ws{0}, we{o};
+    for (int d = 0; d < s.nsp; ++d) {
+      start.push_back(k[d] * s.rhs_dil[d]);
+      ws.push_back(static_cast<int>(k[d]));
+      we.push_back(static_cast<int>(k[d] + 1));
+    }
+    start.push_back(0), ws.push_back(0), we.push_back(c);
+    // [rows, G, 1, Cg] * [G, Og, Cg] summed over Cg (in chunks that bound the product).
+    mx::array xs = mx::reshape(strided_window(x, start, stride, count),
+                               {static_cast<int>(rows), g, 1, cg});
+    mx::array wk = mx::reshape(mx::slice(wa, ws, we), {g, og, cg});
+    for (int c0 = 0; c0 < cg; c0 += cc) {
+      const int c1 = std::min(cg, c0 + cc);
+      mx::array xc = cc == cg ? xs : mx::slice(xs, {0, 0, 0, c0}, {static_cast<int>(rows), g, 1, c1});
+      mx::array wc = cc == cg ? wk : mx::slice(wk, {0, 0, c0}, {g, og, c1});
+      // MLX widens small-int sums; the cast back wraps exactly (modular arithmetic).
+      mx::array part = mx::astype(mx::sum(mx::multiply(xc, wc), 3), acc);
+      sum = sum ? mx::add(*sum, part) : part;
+    }
+  }
+  return mx::reshape(*sum, out_shape);
+}
+
+StatusOr<Values> lower_convolution(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  if (in.size() != 2) return ctx.malformed(op, "convolution takes two operands");
+  const auto* dn = op.attr<ir::ConvDims>("dimension_numbers");
+  if (dn == nullptr) return ctx.malformed(op, "missing dimension_numbers");
+  const ir::Type &lt = operand_type(op, 0), &kt = operand_type(op, 1), &rt = result_type(op);
+  if (!is_static(lt) || !is_static(kt) || !is_static(rt))
+    return ctx.unsupported(op, "dynamic shapes");
+  RETURN_IF_ERROR(require_native(ctx, op));
+  if (lt.dtype == ir::ElementType::kPred || rt.dtype == ir::ElementType::kPred)
+    return ctx.unsupported(op, "boolean convolution");
+  ASSIGN_OR_RETURN(ConvSpec s, read_spec(ctx, op, *dn));
+  auto out_dt = storage_dtype(rt.dtype);
+  if (!out_dt) return ctx.unsupported(op, "result type " + type_to_string(rt));
+  // Canonical layouts: x [N, S..., C], w [O, K..., I], y [N, OS..., O].
+  mx::array x = mx::transpose(in[0], concat_dims(dn->input_batch_dimension,
+                                                 dn->input_spatial_dimensions,
+                                                 dn->input_feature_dimension));
+  mx::array w = mx::transpose(in[1], concat_dims(dn->kernel_output_feature_dimension,
+                                                 dn->kernel_spatial_dimensions,
+                                                 dn->kernel_input_feature_dimension));
+  std::vector<int> yperm = concat_dims(dn->output_batch_dimension, dn->output_spatial_dimensions,
+                                       dn->output_feature_dimension);
+  mx::Shape yshape;
+  for (int d : yperm) yshape.push_back(static_cast<int>(rt.dims[d]));
+  std::vector<int> back(yperm.size());
+  for (size_t i = 0; i < yperm.size(); ++i) back[yperm[i]] = static_cast<int>(i);
+  for (int d = 0; d < s.nsp; ++d)
+    if (s.reversal[d]) w = mx::flip(w, d + 1);
+  int64_t groups = s.feature_groups;
+  if (s.batch_groups > 1) {
+    if (x.shape(0) % s.batch_groups != 0) return ctx.malformed(op, "batch not divisible");
+    x = fold_batch_groups(x, s.batch_groups);
+    groups = s.batch_groups;
+  }
+  // Empty result, or an empty contraction (no features, an empty kernel window): all zeros.
+  if (rt.num_elements() == 0 || x.size() == 0 || w.size() == 0)
+    return Values{mx::zeros(storage_shape(rt), *out_dt)};
+  if (x.shape(-1) != w.shape(-1) * groups || w.shape(0) % groups != 0)
+    return ctx.malformed(op, "feature counts do not match the group count");
+  const bool int_out = mx::issubdtype(*out_dt, mx::integer);
+  mx::array y = mx::zeros({}, *out_dt);
+  if (int_out) {
+    if (!mx::issubdtype(x.dtype(), mx::integer) || !mx::issubdtype(w.dtype(), mx::integer))
+      return ctx.unsupported(op, "integer result from float operands");
+    y = int_conv(x, w, s, groups, yshape, *out_dt);
+  } else if (*out_dt == mx::complex64) {
+    mx::array xc = mx::astype(x, mx::complex64), wc = mx::astype(w, mx::complex64);
+    auto conv = [&](const mx::array& a, const mx::array& b) { return float_conv(a, b, s, groups); };
+    mx::array xr = mx::real(xc), xi = mx::imag(xc), wr = mx::real(wc), wi = mx::imag(wc);
+    mx::array re = mx::subtract(conv(xr, wr), conv(xi, wi));
+    mx::array im = mx::add(conv(xr, wi), conv(xi, wr));
+    // Interleave (re, im) pairs and reinterpret them as complex64: exact, unlike re + i*im.
+    y = mx::squeeze(mx::view(mx::stack({re, im}, -1), mx::complex64), -1);
+  } else {
+    y = float_conv(mx::astype(x, mx::float32), mx::astype(w, mx::float32), s, groups);
+  }
+  if (y.shape() != yshape) return ctx.malformed(op, "result shape does not match the window");
+  return Values{mx::astype(mx::transpose(y, back), *out_dt)};
+}
+
+}  // namespace
+
+void register_convolution(Registry& r) { r.add(ir::OpKind::kConvolution, lower_convolution); }
+
+}  // namespace jaxmlx::lower

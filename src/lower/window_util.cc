@@ -1,0 +1,99 @@
+#include "lower/window_util.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace jaxmlx::lower::window_util {
+
+mx::array pad_dilate(const mx::array& x_in, const mx::array& fill, const std::vector<int64_t>& lo,
+                     const std::vector<int64_t>& hi, const std::vector<int64_t>& interior) {
+  mx::array x = x_in;
+  const int r = x.ndim();
+  mx::Shape dil(r), start(r, 0), strides(r, 1);
+  bool any_interior = false;
+  for (int d = 0; d < r; ++d) {
+    const int64_t n = x.shape(d), in = interior.empty() ? 0 : interior[d];
+    dil[d] = n == 0 ? 0 : static_cast<int>(n + (n - 1) * in);
+    strides[d] = static_cast<int>(in + 1);
+    any_interior |= in > 0 && n > 1;
+  }
+  if (any_interior)
+    x = mx::slice_update(mx::broadcast_to(mx::astype(fill, x.dtype()), dil), x, start, dil,
+                         strides);
+  // Crop where the edge padding is negative, then place into a filled array where positive.
+  mx::Shape cstart(r), cstop(r), ones(r, 1), out(r), pstart(r), pstop(r);
+  bool crop = false, grow = false;
+  for (int d = 0; d < r; ++d) {
+    cstart[d] = static_cast<int>(std::clamp<int64_t>(-lo[d], 0, dil[d]));
+    cstop[d] = static_cast<int>(std::max<int64_t>(dil[d] - std::max<int64_t>(-hi[d], 0),
+                                                  cstart[d]));
+    crop |= cstart[d] != 0 || cstop[d] != dil[d];
+    out[d] = static_cast<int>(std::max<int64_t>(dil[d] + lo[d] + hi[d], 0));
+    pstart[d] = static_cast<int>(std::max<int64_t>(lo[d], 0));
+    pstop[d] = pstart[d] + (cstop[d] - cstart[d]);
+    grow |= lo[d] > 0 || hi[d] > 0;
+  }
+  if (crop) x = mx::slice(x, cstart, cstop, ones);
+  if (!grow) return x;
+  mx::array base = mx::broadcast_to(mx::astype(fill, x.dtype()), out);
+  if (x.size() == 0) return base;
+  return mx::slice_update(base, x, pstart, pstop, ones);
+}
+
+mx::array strided_window(const mx::array& x, const std::vector<int64_t>& start,
+                         const std::vector<int64_t>& stride, const std::vector<int64_t>& count) {
+  const int r = x.ndim();
+  mx::Shape s(r), e(r), st(r);
+  for (int d = 0; d < r; ++d) {
+    s[d] = static_cast<int>(start[d]);
+    st[d] = static_cast<int>(stride[d]);
+    e[d] = count[d] == 0 ? s[d] : static_cast<int>(start[d] + (count[d] - 1) * stride[d] + 1);
+  }
+  return mx::slice(x, s, e, st);
+}
+
+int64_t window_count(int64_t size, int64_t window, int64_t stride) {
+  return size < window ? 0 : (size - window) / stride + 1;
+}
+
+std::vector<std::vector<int64_t>> box_offsets(const std::vector<int64_t>& dims) {
+  int64_t total = 1;
+  for (int64_t d : dims) total *= d;
+  std::vector<std::vector<int64_t>> out;
+  out.reserve(static_cast<size_t>(total));
+  std::vector<int64_t> k(dims.size(), 0);
+  for (int64_t i = 0; i < total; ++i) {
+    out.push_back(k);
+    for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
+      if (++k[d] < dims[d]) break;
+      k[d] = 0;
+    }
+  }
+  return out;
+}
+
+StatusOr<Values> apply_body_elementwise(LowerContext& ctx, const ir::Region& region,
+                                        const Values& args) {
+  if (region.blocks.size() != 1 || region.entry().args.size() != args.size())
+    return ctx.call_region(region, args);
+  const ir::Block& b = region.entry();
+  std::unordered_map<uint32_t, mx::array> env;
+  for (size_t i = 0; i < args.size(); ++i) env.insert_or_assign(b.args[i].id, args[i]);
+  for (const ir::Op& op : b.ops) {
+    Values in;
+    for (const ir::Value& v : op.operands) {
+      auto it = env.find(v.id);
+      if (it == env.end()) return ctx.call_region(region, args);
+      in.push_back(it->second);
+    }
+    if (op.kind == ir::OpKind::kReturn) return in;
+    const LowerFn* fn = Registry::global().find(op.kind);
+    if (fn == nullptr) return ctx.unsupported(op, "no MLX lowering (inside a body region)");
+    ASSIGN_OR_RETURN(Values out, (*fn)(ctx, op, in));
+    if (out.size() != op.results.size()) return ctx.malformed(op, "wrong result count");
+    for (size_t i = 0; i < out.size(); ++i) env.insert_or_assign(op.results[i].id, out[i]);
+  }
+  return invalid_argument("body region has no return");
+}
+
+}  // namespace jaxmlx::lower::window_util

@@ -1,0 +1,36 @@
+// Helpers shared by the window-shaped families (convolution.cc, window.cc): StableHLO padding
+// with interior dilation and cropping, windows as strided slices, and running a scalar body
+// region on whole arrays. Header for pure functions of their arguments (apply_body_elementwise
+// calls back into the registry's rules, on the device worker thread like every rule).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lower/lowering.h"
+#include "mlx/ops.h"
+
+namespace jaxmlx::lower::window_util {
+
+// spec: pad — dilates `x` (holes filled with the 0-d `fill`), then applies edge padding
+// `lo`/`hi` per dim, where a negative amount crops. `interior` may be empty (no dilation).
+mx::array pad_dilate(const mx::array& x, const mx::array& fill, const std::vector<int64_t>& lo,
+                     const std::vector<int64_t>& hi, const std::vector<int64_t>& interior);
+
+// The elements start[d] + i*stride[d], i < count[d], of `x` along every dim (`count` may hold 0).
+mx::array strided_window(const mx::array& x, const std::vector<int64_t>& start,
+                         const std::vector<int64_t>& stride, const std::vector<int64_t>& count);
+
+// Number of windows of extent `window` (already dilated) with `stride` that fit in `size`.
+int64_t window_count(int64_t size, int64_t window, int64_t stride);
+
+// Row-major enumeration of the offsets of a box of extents `dims` (empty when one is 0).
+std::vector<std::vector<int64_t>> box_offsets(const std::vector<int64_t>& dims);
+
+// Runs a scalar body region on whole arrays, op by op through the registry's rules, so each op
+// applies elementwise (ctx.call_region checks every result against its scalar IR type). Falls
+// back to call_region for bodies this walk cannot follow (several blocks, captured values).
+StatusOr<Values> apply_body_elementwise(LowerContext& ctx, const ir::Region& region,
+                                        const Values& args);
+
+}  // namespace jaxmlx::lower::window_util

@@ -1,0 +1,326 @@
+"""Differential tests of stablehlo.convolution (src/lower/convolution.cc) against jax's CPU.
+
+lax.conv_general_dilated in 1-, 2- and 3-D over many dimension layouts, paddings (SAME, VALID,
+explicit, negative), strides, lhs/rhs dilations, feature groups (grouped, depthwise) and batch
+groups; conv_transpose; jnp.convolve / jnp.correlate; gradients of a small CNN wrt inputs and
+weights (lhs dilation, batch_group_count from grouped convs); f16/bf16/f32/complex64 and
+preferred_element_type; integer convolutions compared bit for bit (wrapping sums).
+
+Most float inputs hold small integers, so every product and partial sum is exact in f32 and the
+default tolerances compare a result that is independent of summation order. Tests on general
+floats pass F32_SUM_TOL: XLA and MLX sum the window in different orders, so results differ by
+a few ULP of the largest partial sum (not of the result, which may cancel to near zero).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from tests.ops.edge_values import rand, values
+from tests.ops.harness import check
+
+F32_SUM_TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+def small_ints(dt, shape, seed=0, lo=-4, hi=5):
+  """Small integer values in `dt` (floats too: their products and sums are exact)."""
+  rng = np.random.default_rng(seed)
+  lo = 0 if np.dtype(dt).kind == "u" else lo
+  return rng.integers(lo, hi, shape).astype(dt)
+
+
+def layout_array(spec: str, sizes: dict[str, int], dt=np.float32, seed=0):
+  """An array whose dims follow `spec` (e.g. "NHWC"), sized by dim letter."""
+  return small_ints(dt, tuple(sizes[c] for c in spec), seed)
+
+
+# ---- 2-D layouts x paddings x strides ---------------------------------------------------------
+
+LAYOUTS = [("NCHW", "OIHW", "NCHW"), ("NHWC", "HWIO", "NHWC"), ("NHWC", "OIHW", "NCHW"),
+           ("CHWN", "IHWO", "WHCN"), ("HNWC", "OHWI", "CNWH")]
+PADDINGS = ["SAME", "VALID", [(1, 2), (0, 1)], [(-1, 1), (2, -1)]]
+
+
+@pytest.mark.parametrize("strides", [(1, 1), (2, 1), (2, 3)], ids=str)
+@pytest.mark.parametrize("padding", PADDINGS, ids=str)
+@pytest.mark.parametrize("dn", LAYOUTS, ids=lambda d: "-".join(d))
+def test_conv2d_layouts(dn, padding, strides):
+  lhs_spec, rhs_spec, _ = dn
+  x = layout_array(lhs_spec.replace("H", "h").replace("W", "w"),
+                   dict(N=2, C=3, h=7, w=6), seed=1)
+  w = layout_array(rhs_spec.replace("H", "h").replace("W", "w"),
+                   dict(O=4, I=3, h=3, w=2), seed=2)
+  check(lambda a, b: lax.conv_general_dilated(a, b, strides, padding, dimension_numbers=dn),
+        x, w)
+
+
+# ---- dilations ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lhs_dil,rhs_dil,padding,strides", [
+    ((1, 1), (2, 2), "VALID", (1, 1)),
+    ((1, 1), (2, 3), "SAME", (2, 1)),
+    ((2, 2), (1, 1), [(1, 1), (1, 1)], (1, 1)),
+    ((2, 1), (1, 2), [(2, 0), (0, 3)], (1, 2)),
+    ((3, 2), (2, 1), [(-1, 2), (1, -2)], (2, 2)),
+    ((2, 2), (2, 2), [(0, 0), (0, 0)], (1, 1)),
+    ((1, 3), (1, 1), [(-2, -1), (0, 0)], (1, 1)),
+    ((2, 2), (1, 1), [(-1, -1), (-1, -1)], (3, 1)),
+], ids=str)
+def test_conv2d_dilations(lhs_dil, rhs_dil, padding, strides):
+  x = small_ints(np.float32, (2, 3, 6, 5), 3)
+  w = small_ints(np.float32, (2, 3, 3, 2), 4)
+  check(lambda a, b: lax.conv_general_dilated(a, b, strides, padding, lhs_dil, rhs_dil), x, w)
+
+
+# ---- 1-D and 3-D ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cfg", [
+    dict(window_strides=(1,), padding="VALID"),
+    dict(window_strides=(2,), padding="SAME"),
+    dict(window_strides=(1,), padding=[(3, -1)], rhs_dilation=(2,)),
+    dict(window_strides=(3,), padding=[(1, 1)], lhs_dilation=(2,)),
+    dict(window_strides=(1,), padding="SAME", feature_group_count=3),
+    dict(window_strides=(1,), padding="SAME", dimension_numbers=("NWC", "WIO", "NWC")),
+    dict(window_strides=(1,), padding="VALID", dimension_numbers=("WCN", "OWI", "NCW")),
+], ids=str)
+def test_conv1d(cfg):
+  dn = cfg.get("dimension_numbers", ("NCW", "OIW", "NCW"))
+  groups = cfg.get("feature_group_count", 1)
+  x = layout_array(dn[0], dict(N=2, C=3, W=11), seed=5)
+  w = layout_array(dn[1], dict(O=6, I=3 // groups, W=3), seed=6)
+  check(lambda a, b: lax.conv_general_dilated(a, b, **cfg), x, w)
+
+
+@pytest.mark.parametrize("cfg", [
+    dict(window_strides=(1, 1, 1), padding="VALID"),
+    dict(window_strides=(2, 1, 2), padding="SAME"),
+    dict(window_strides=(1, 1, 1), padding=[(1, 0), (-1, 1), (0, 2)], rhs_dilation=(1, 2, 1)),
+    dict(window_strides=(1, 2, 1), padding=[(1, 1), (0, 1), (2, 0)], lhs_dilation=(2, 1, 1)),
+    dict(window_strides=(1, 1, 2), padding="SAME", feature_group_count=4),
+    dict(window_strides=(1, 1, 1), padding="SAME", feature_group_count=2),
+    dict(window_strides=(1, 1, 1), padding="VALID",
+         dimension_numbers=("NDHWC", "DHWIO", "NDHWC")),
+], ids=str)
+def test_conv3d(cfg):
+  dn = cfg.get("dimension_numbers", ("NCDHW", "OIDHW", "NCDHW"))
+  groups = cfg.get("feature_group_count", 1)
+  x = layout_array(dn[0], dict(N=2, C=4, D=4, H=5, W=4), seed=7)
+  w = layout_array(dn[1], dict(O=4, I=4 // groups, D=2, H=3, W=2), seed=8)
+  check(lambda a, b: lax.conv_general_dilated(a, b, **cfg), x, w)
+
+
+# ---- groups -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("groups,cin,cout", [(1, 4, 6), (2, 4, 6), (4, 4, 4), (4, 4, 8),
+                                             (3, 6, 3), (6, 6, 12)], ids=str)
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+def test_feature_groups(groups, cin, cout, padding):
+  x = small_ints(np.float32, (2, cin, 5, 6), 9)
+  w = small_ints(np.float32, (cout, cin // groups, 3, 3), 10)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (1, 2), padding,
+                                              feature_group_count=groups), x, w)
+
+
+@pytest.mark.parametrize("bgc,n,cout", [(2, 4, 2), (2, 2, 6), (3, 6, 3), (4, 4, 8)], ids=str)
+def test_batch_groups(bgc, n, cout):
+  x = small_ints(np.float32, (n, 3, 5, 4), 11)
+  w = small_ints(np.float32, (cout, 3, 2, 2), 12)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (1, 1), [(1, 0), (0, 1)],
+                                              batch_group_count=bgc), x, w)
+
+
+def test_batch_groups_nhwc():
+  x = small_ints(np.float32, (4, 5, 4, 3), 13)
+  w = small_ints(np.float32, (2, 2, 3, 4), 14)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (2, 1), "SAME", batch_group_count=2,
+                                              dimension_numbers=("NHWC", "HWIO", "NHWC")), x, w)
+
+
+# ---- dtypes and preferred_element_type --------------------------------------------------------
+
+
+@pytest.mark.parametrize("dt", [np.float16, jnp.bfloat16, np.float32],
+                         ids=["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("pet", [None, np.float32], ids=["same", "f32"])
+def test_float_dtypes(dt, pet):
+  x = small_ints(dt, (2, 3, 6, 6), 15)
+  w = small_ints(dt, (4, 3, 3, 3), 16)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (1, 1), "SAME",
+                                              preferred_element_type=pet), x, w)
+
+
+@pytest.mark.parametrize("dt,rtol", [(np.float16, 4e-3), (jnp.bfloat16, 3e-2),
+                                     (np.float32, None)], ids=["float16", "bfloat16", "float32"])
+def test_general_floats(dt, rtol):
+  # Non-integer values: summation order shows. Half-float results round the f32 sum once
+  # (XLA may round partial sums), so they get ~2 ULP more than the dtype default.
+  x = rand(np.float32, (2, 4, 7, 7), 17).astype(dt)
+  w = rand(np.float32, (3, 4, 3, 3), 18).astype(dt)
+  tol = F32_SUM_TOL if rtol is None else dict(rtol=rtol, atol=rtol)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (2, 1), "SAME"), x, w, **tol)
+
+
+def test_special_values():
+  # inf and NaN in the input propagate to the windows that cover them.
+  x = small_ints(np.float32, (1, 2, 5, 5), 19)
+  x[0, 0, 1, 1], x[0, 1, 3, 4] = np.inf, np.nan
+  w = np.abs(small_ints(np.float32, (2, 2, 2, 2), 20)) + 1
+  check(lambda a, b: lax.conv_general_dilated(a, b, (1, 1), "VALID"), x, w)
+
+
+def test_complex64():
+  x = (small_ints(np.float32, (2, 3, 5, 4), 21) + 1j * small_ints(np.float32, (2, 3, 5, 4), 22))
+  w = (small_ints(np.float32, (2, 3, 2, 3), 23) + 1j * small_ints(np.float32, (2, 3, 2, 3), 24))
+  check(lambda a, b: lax.conv_general_dilated(a, b, (1, 2), [(1, 0), (1, 1)]),
+        x.astype(np.complex64), w.astype(np.complex64))
+
+
+# ---- integers (bit-exact, wrapping) ----------------------------------------------------------
+
+INT_TYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+
+
+@pytest.mark.parametrize("dt", INT_TYPES, ids=lambda d: np.dtype(d).name)
+def test_int_conv_small(dt):
+  x = small_ints(dt, (2, 3, 6, 5), 25)
+  w = small_ints(dt, (4, 3, 3, 2), 26)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (1, 1), "SAME"), x, w)
+
+
+@pytest.mark.parametrize("dt", INT_TYPES, ids=lambda d: np.dtype(d).name)
+def test_int_conv_wraps(dt):
+  # Edge values (min, max, ...) make the sums overflow: results wrap as in XLA.
+  x = values(dt, (2, 4, 5, 5), 1)
+  w = values(dt, (4, 2, 3, 3), 5)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (2, 1), [(1, -1), (0, 2)], (1, 2),
+                                              feature_group_count=2), x, w)
+
+
+@pytest.mark.parametrize("dt,pet", [(np.int8, np.int32), (np.uint8, np.int32),
+                                    (np.int8, np.int16), (np.int16, np.int64),
+                                    (np.int32, np.int64), (np.uint8, np.uint32)], ids=str)
+def test_int_preferred(dt, pet):
+  # Wide accumulation: int8 windows of 4*3*3 products near 127*127 need more than 16 bits
+  # (and more than f32's 24-bit mantissa for the wider types).
+  x = values(dt, (2, 4, 6, 6), 2)
+  w = values(dt, (5, 4, 3, 3), 7)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (1, 1), "SAME",
+                                              preferred_element_type=pet), x, w)
+
+
+def test_int32_exact_beyond_f32():
+  # Sums around 2^30 with odd low bits: exact in int32, not representable in f32.
+  x = np.full((1, 2, 4, 4), (1 << 20) + 1, np.int32)
+  w = np.full((1, 2, 3, 3), 57, np.int32)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (1, 1), "VALID"), x, w)
+
+
+def test_int_batch_groups_and_dilation():
+  x = small_ints(np.int32, (4, 3, 5, 5), 27)
+  w = small_ints(np.int32, (4, 3, 2, 2), 28)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (1, 1), [(1, 1), (0, 0)], (2, 1), (1, 2),
+                                              batch_group_count=2), x, w)
+
+
+# ---- conv_transpose -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strides", [(1, 1), (2, 2), (3, 2)], ids=str)
+@pytest.mark.parametrize("padding", ["SAME", "VALID", [(1, 2), (0, 1)]], ids=str)
+def test_conv_transpose(strides, padding):
+  x = small_ints(np.float32, (2, 5, 4, 3), 29)
+  w = small_ints(np.float32, (3, 3, 3, 4), 30)
+  check(lambda a, b: lax.conv_transpose(a, b, strides, padding,
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC")), x, w)
+
+
+@pytest.mark.parametrize("transpose_kernel", [False, True])
+@pytest.mark.parametrize("rhs_dil", [(1,), (2,)], ids=str)
+def test_conv_transpose_1d(transpose_kernel, rhs_dil):
+  x = small_ints(np.float32, (2, 7, 3), 31)
+  w = small_ints(np.float32, (3, 3, 3), 32)
+  check(lambda a, b: lax.conv_transpose(a, b, (2,), "SAME", rhs_dilation=rhs_dil,
+                                        dimension_numbers=("NWC", "WIO", "NWC"),
+                                        transpose_kernel=transpose_kernel), x, w)
+
+
+# ---- jnp.convolve / jnp.correlate -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+@pytest.mark.parametrize("fn", [jnp.convolve, jnp.correlate], ids=["convolve", "correlate"])
+@pytest.mark.parametrize("n,m", [(9, 3), (4, 4), (5, 8), (1, 1)], ids=str)
+def test_convolve_1d(fn, mode, n, m):
+  a = small_ints(np.float32, (n,), 33)
+  v = small_ints(np.float32, (m,), 34)
+  check(lambda x, y: fn(x, y, mode=mode), a, v)
+
+
+@pytest.mark.parametrize("fn", [jnp.convolve, jnp.correlate], ids=["convolve", "correlate"])
+@pytest.mark.parametrize("dt", [np.int32, np.int8, np.complex64], ids=lambda d: np.dtype(d).name)
+def test_convolve_dtypes(fn, dt):
+  a = small_ints(np.float32, (10,), 35).astype(dt)
+  v = small_ints(np.float32, (4,), 36).astype(dt)
+  if np.dtype(dt).kind == "c":
+    a = (a + 1j * small_ints(np.float32, (10,), 37)).astype(dt)
+  check(lambda x, y: fn(x, y, mode="full"), a, v)
+
+
+# ---- a small CNN: forward and gradients -----------------------------------------------------
+
+
+def cnn(x, w1, w2, groups):
+  y = lax.conv_general_dilated(x, w1, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+  y = jnp.tanh(y)
+  y = lax.conv_general_dilated(y, w2, (1, 1), [(1, 1), (0, 2)], rhs_dilation=(1, 2),
+                               feature_group_count=groups,
+                               dimension_numbers=("NHWC", "HWIO", "NHWC"))
+  return jnp.sum(y * y)
+
+
+@pytest.mark.parametrize("groups", [1, 2, 4])
+@pytest.mark.parametrize("argnums", [0, 1, 2], ids=["dx", "dw1", "dw2"])
+def test_cnn_grad(groups, argnums):
+  x = rand(np.float32, (2, 8, 7, 3), 38)
+  w1 = rand(np.float32, (3, 3, 3, 4), 39) / 2
+  w2 = rand(np.float32, (2, 2, 4 // groups, 8), 40) / 2
+  check(jax.grad(lambda *a: cnn(*a, groups), argnums=argnums), x, w1, w2, **F32_SUM_TOL)
+
+
+@pytest.mark.parametrize("groups", [1, 3])
+def test_conv_grads_exact(groups):
+  # Integer-valued floats: the gradients of a linear loss are exact sums, so order-free.
+  # (A stride along H together with rhs dilation along W makes XLA's CPU algebraic simplifier
+  # abort on the weight gradient, so the stride is along W here.)
+  x = small_ints(np.float32, (2, 6, 5, 6), 41)
+  w = small_ints(np.float32, (3, 2, 3, 6 // groups), 42)
+  ct = small_ints(np.float32, (2, 7, 1, 3), 43)
+
+  def f(a, b):
+    y = lax.conv_general_dilated(a, b, (1, 2), [(1, 1), (0, 1)], rhs_dilation=(1, 2),
+                                 feature_group_count=groups,
+                                 dimension_numbers=("NHWC", "OHWI", "NHWC"))
+    return jnp.sum(y * ct)
+
+  check(jax.grad(f, argnums=(0, 1)), x, w)
+
+
+# ---- empty shapes ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("xs,ws", [((0, 3, 5, 5), (2, 3, 3, 3)), ((2, 0, 5, 5), (2, 0, 3, 3)),
+                                   ((2, 3, 5, 5), (0, 3, 3, 3)), ((2, 3, 2, 2), (2, 3, 3, 3))],
+                         ids=str)
+@pytest.mark.parametrize("dt", [np.float32, np.int32], ids=["float32", "int32"])
+def test_empty(xs, ws, dt):
+  check(lambda a, b: lax.conv_general_dilated(a, b, (1, 1), "VALID"), small_ints(dt, xs),
+        small_ints(dt, ws))
