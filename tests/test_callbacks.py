@@ -1,0 +1,457 @@
+"""Host callbacks on the mlx platform: jax.debug.print, jax.debug.callback, jax.pure_callback
+(including vmap_method) and jax.experimental.io_callback (ordered and unordered).
+
+Each behaviour is checked against jax's CPU backend running the same program: what the callbacks
+saw and in which order, what they printed, and what the program computed from their results.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from jax import lax
+from jax.experimental import io_callback
+
+from tests.ops.harness import assert_same, check
+
+DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.uint8, np.uint32, np.float16,
+          ml_dtypes.bfloat16, np.float32, np.complex64]
+DTYPES_X64 = [np.int64, np.uint64, np.float64, np.complex128]
+SHAPES = [(), (0,), (1,), (5,), (2, 3), (3, 0, 2)]
+
+
+def _values(shape, dtype, seed=0):
+  rng = np.random.default_rng(seed)
+  dtype = np.dtype(dtype)
+  if dtype == np.bool_:
+    return rng.integers(0, 2, shape).astype(dtype)
+  if dtype.kind in "iu":
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+  if dtype.kind == "c":
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+  return (rng.standard_normal(shape) * 4).astype(dtype)
+
+
+def _on(device, fn, *args):
+  """Runs jit(fn) with args placed on `device`; returns numpy results (waits for them)."""
+  out = jax.jit(fn)(*[jax.device_put(a, device) for a in args])
+  return jax.tree_util.tree_map(np.asarray, out)
+
+
+def _both(make, *args):
+  """Builds a fresh (fn, log) per backend with make() and runs it on cpu and on mlx; returns
+  ((cpu result, cpu log), (mlx result, mlx log))."""
+  runs = []
+  for platform in ("cpu", "mlx"):
+    fn, log = make()
+    runs.append((_on(jax.devices(platform)[0], fn, *args), log))
+  return runs
+
+
+def _assert_logs_equal(got, want):
+  assert len(got) == len(want), f"{len(got)} callback calls, expected {len(want)}"
+  for g, w in zip(got, want):
+    assert_same(g, w, exact=True)
+
+
+# ---- pure_callback ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_pure_callback_round_trip(dtype, shape):
+  # The operand reaches Python bit for bit; the result comes back bit for bit and is used.
+  def make():
+    log = []
+
+    def host(x):
+      log.append(np.asarray(x))
+      return np.asarray(x)[::-1].copy() if np.ndim(x) else np.asarray(x)
+
+    def fn(x):
+      spec = jax.ShapeDtypeStruct(x.shape, x.dtype)
+      y = jax.pure_callback(host, spec, x)
+      return y, jnp.zeros_like(y) if y.dtype == jnp.bool_ else y + y
+    return fn, log
+
+  (want, want_log), (got, got_log) = _both(make, _values(shape, dtype))
+  assert_same(got, want, exact=True)
+  if 0 not in shape:  # XLA replaces a pure op with an empty result by a constant: no call
+    _assert_logs_equal(got_log, want_log)
+
+
+@pytest.mark.parametrize("dtype", DTYPES_X64, ids=lambda d: np.dtype(d).name)
+def test_pure_callback_64bit(dtype):
+  # f64 / c128 live as raw integer storage inside the plugin: the bytes must survive both ways.
+  with jax.enable_x64(True):
+    def make():
+      log = []
+
+      def host(x):
+        log.append(np.asarray(x))
+        return (np.asarray(x) * 3).astype(x.dtype)
+
+      return (lambda x: jax.pure_callback(host, jax.ShapeDtypeStruct(x.shape, x.dtype), x)), log
+
+    x = _values((2, 3), dtype)
+    (want, want_log), (got, got_log) = _both(make, x)
+    assert_same(got, want, exact=True)
+    _assert_logs_equal(got_log, want_log)
+
+
+def test_pure_callback_results_feed_compute():
+  # Several operands and results of different types; results flow into further compute.
+  def host(a, b):
+    return np.sin(a).astype(np.float32), (b * 2 + 1).astype(np.int32), np.float32(a.sum())
+
+  def fn(a, b):
+    specs = (jax.ShapeDtypeStruct(a.shape, jnp.float32), jax.ShapeDtypeStruct(b.shape, jnp.int32),
+             jax.ShapeDtypeStruct((), jnp.float32))
+    s, t, total = jax.pure_callback(host, specs, a * 2, b - 1)
+    return jnp.exp(s) * total, t.sum(), jnp.tanh(s) @ jnp.ones((a.shape[-1], 2), jnp.float32)
+
+  check(fn, _values((3, 4), np.float32), _values((5,), np.int16) // 4)
+
+
+def test_pure_callback_pytree_and_kwargs():
+  def host(tree, *, scale):
+    return {"u": tree["a"] * scale, "v": (tree["b"] + 1,)}
+
+  def fn(a, b):
+    specs = {"u": jax.ShapeDtypeStruct(a.shape, a.dtype),
+             "v": (jax.ShapeDtypeStruct(b.shape, b.dtype),)}
+    out = jax.pure_callback(host, specs, {"a": a, "b": b}, scale=np.float32(3))
+    return out["u"] - 1, out["v"][0] * 2
+
+  check(fn, _values((4,), np.float32), _values((2, 2), np.int32) // 8)
+
+
+def test_pure_callback_without_operands_or_results():
+  # No operands at all; and a callback whose result is unused (jax may drop it: both agree).
+  def make():
+    log = []
+
+    def host():
+      log.append(np.float32(len(log)))
+      return np.arange(3, dtype=np.float32)
+
+    def fn(x):
+      return x + jax.pure_callback(host, jax.ShapeDtypeStruct((3,), jnp.float32))
+    return fn, log
+
+  (want, want_log), (got, got_log) = _both(make, np.ones(3, np.float32))
+  assert_same(got, want, exact=True)
+  _assert_logs_equal(got_log, want_log)
+
+
+@pytest.mark.parametrize("vmap_method", ["sequential", "sequential_unrolled", "expand_dims",
+                                         "broadcast_all"])
+def test_pure_callback_vmap(vmap_method):
+  # What the callback is called with (shapes, values) and what comes out must match the CPU.
+  def make():
+    log = []
+
+    def host(x, y):
+      log.append((np.asarray(x), np.asarray(y)))
+      return (np.asarray(x) * 2 + np.asarray(y)).astype(np.float32)
+
+    def one(x, y):
+      shape = jnp.broadcast_shapes(x.shape, y.shape)
+      return jax.pure_callback(host, jax.ShapeDtypeStruct(shape, jnp.float32), x, y,
+                               vmap_method=vmap_method)
+
+    def fn(xs, y):
+      return jax.vmap(one, in_axes=(0, None))(xs, y) + 1
+    return fn, log
+
+  xs, y = _values((4, 3), np.float32), _values((3,), np.float32, seed=1)
+  (want, want_log), (got, got_log) = _both(make, xs, y)
+  assert_same(got, want, exact=True)
+  _assert_logs_equal(got_log, want_log)
+
+
+def test_pure_callback_in_scan_and_cond():
+  # Inside loops and branches: only the taken branch calls back, once per iteration.
+  def make():
+    log = []
+
+    def host(v):
+      log.append(np.asarray(v))
+      return np.asarray(v) * np.float32(0.5)
+
+    def half(v):
+      return jax.pure_callback(host, jax.ShapeDtypeStruct(v.shape, v.dtype), v)
+
+    def fn(x):
+      def body(c, i):
+        c = lax.cond(i % 2 == 0, half, lambda v: v + 1, c)
+        return c, c.sum()
+      return lax.scan(body, x, jnp.arange(5))
+    return fn, log
+
+  (want, want_log), (got, got_log) = _both(make, _values((3,), np.float32))
+  assert_same(got, want, exact=True)
+  _assert_logs_equal(got_log, want_log)
+
+
+@pytest.mark.parametrize("in_loop", [False, True], ids=["straight_line", "in_loop"])
+def test_callback_runs_on_every_execution(monkeypatch, in_loop):
+  # Graph compilation on (JAXMLX_COMPILE=1): a program (or loop body) with a callback must
+  # still call Python on each run, with that run's values, never replay a captured result.
+  # Compiling it calls nothing.
+  monkeypatch.setenv("JAXMLX_COMPILE", "1")
+  seen = []
+
+  def host(x):
+    seen.append(float(x[0]))
+    return np.asarray(x) + np.float32(len(seen))
+
+  def step(x):
+    return jax.pure_callback(host, jax.ShapeDtypeStruct(x.shape, x.dtype), x * 2) * 3
+
+  def fn(x):
+    return lax.fori_loop(0, 2, lambda i, c: step(c), x) if in_loop else step(x)
+
+  mlx = jax.devices("mlx")[0]
+  args = [jax.device_put(np.full(2, k, np.float32), mlx) for k in range(3)]
+  compiled = jax.jit(fn).lower(args[0]).compile()
+  assert seen == []
+  got = [np.asarray(compiled(a)) for a in args]
+  want_seen, want = [], []
+  for k in range(3):  # the same arithmetic in Python
+    c = np.full(2, k, np.float32)
+    for _ in range(2 if in_loop else 1):
+      want_seen.append(float(c[0] * 2))
+      c = (c * 2 + np.float32(len(want_seen))) * 3
+    want.append(c)
+  assert seen == want_seen
+  assert_same(got, want, exact=True)
+
+
+# ---- io_callback --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "unordered"])
+def test_io_callback_sequence_in_fori_loop(ordered):
+  # Each iteration's call sees that iteration's carry, in order; results feed the loop.
+  def make():
+    log = []
+
+    def host(i, c):
+      log.append((np.asarray(i), np.asarray(c)))
+      return (np.asarray(c) + i).astype(np.float32)
+
+    def fn(x):
+      def body(i, c):
+        return io_callback(host, jax.ShapeDtypeStruct(c.shape, c.dtype), i, c,
+                           ordered=ordered) * 2
+      return lax.fori_loop(0, 6, body, x)
+    return fn, log
+
+  (want, want_log), (got, got_log) = _both(make, _values((3,), np.float32))
+  assert_same(got, want, exact=True)
+  _assert_logs_equal(got_log, want_log)
+  assert [int(i) for i, _ in got_log] == list(range(6))
+
+
+def test_io_callback_ordered_across_calls_and_callbacks():
+  # Two ordered callbacks per program and several executions: one global order.
+  events = []
+
+  def first(x):
+    events.append(("first", float(x)))
+    return np.asarray(x)
+
+  def second(x):
+    events.append(("second", float(x)))
+    return np.asarray(x)
+
+  @jax.jit
+  def fn(x):
+    spec = jax.ShapeDtypeStruct((), jnp.float32)
+    a = io_callback(first, spec, x, ordered=True)
+    b = io_callback(second, spec, a + 1, ordered=True)
+    return b + 1
+
+  mlx = jax.devices("mlx")[0]
+  outs = [fn(jax.device_put(np.float32(10 * k), mlx)) for k in range(3)]
+  jax.block_until_ready(outs)
+  assert [float(o) for o in outs] == [2.0, 12.0, 22.0]
+  assert events == [(n, v) for k in range(3) for n, v in
+                    (("first", 10.0 * k), ("second", 10.0 * k + 1))]
+
+
+def test_io_callback_while_loop_dynamic_trip_count():
+  # A data-dependent while loop whose condition depends on what the callback returns.
+  def make():
+    log = []
+
+    def host(c):
+      log.append(np.asarray(c))
+      return np.asarray(c) * 3
+
+    def fn(x):
+      step = lambda c: io_callback(host, jax.ShapeDtypeStruct(c.shape, c.dtype), c,
+                                   ordered=True)
+      return lax.while_loop(lambda c: c < 500, step, x)
+    return fn, log
+
+  (want, want_log), (got, got_log) = _both(make, np.int32(2))
+  assert_same(got, want, exact=True)
+  _assert_logs_equal(got_log, want_log)
+
+
+# ---- debug.print / debug.callback ---------------------------------------------------------------
+
+def _printed(capsys, device, fn, *args):
+  capsys.readouterr()
+  jax.block_until_ready(jax.jit(fn)(*[jax.device_put(a, device) for a in args]))
+  jax.effects_barrier()
+  return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (4,), (2, 3)], ids=str)
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint32, np.float16, ml_dtypes.bfloat16,
+                                   np.float32, np.complex64], ids=lambda d: np.dtype(d).name)
+def test_debug_print_matches_cpu(capsys, dtype, shape):
+  def fn(x):
+    jax.debug.print("x={x} first={f}", x=x, f=x.reshape(-1)[:1])
+    return x
+
+  x = _values(shape, dtype)
+  want = _printed(capsys, jax.devices("cpu")[0], fn, x)
+  got = _printed(capsys, jax.devices("mlx")[0], fn, x)
+  assert got == want
+  assert got.startswith("x=")
+
+
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "unordered"])
+def test_debug_print_in_loop(capsys, ordered):
+  def fn(x):
+    def body(i, c):
+      jax.debug.print("i={i} c={c}", i=i, c=c, ordered=ordered)
+      return c * 2 + i
+    return lax.fori_loop(0, 5, body, x)
+
+  x = np.array([1, -2], np.int32)
+  want = _printed(capsys, jax.devices("cpu")[0], fn, x)
+  got = _printed(capsys, jax.devices("mlx")[0], fn, x)
+  assert got == want
+  assert got.count("\n") == 5
+
+
+def test_debug_callback_sees_values():
+  # An unordered and an ordered callback: their relative order is unspecified, so each
+  # records under its own name.
+  def make():
+    log = {}
+
+    def fn(x, y):
+      jax.debug.callback(lambda a, b: log.setdefault("two", (np.asarray(a), np.asarray(b))),
+                         x, y * 2)
+      jax.debug.callback(lambda a: log.setdefault("one", np.asarray(a)), jnp.sin(x),
+                         ordered=True)
+      return x + 1
+    return fn, log
+
+  (want, want_log), (got, got_log) = _both(make, _values((3,), np.float32),
+                                           _values((2,), np.int32) // 4)
+  assert_same(got, want, exact=True)
+  assert sorted(got_log) == sorted(want_log) == ["one", "two"]
+  assert_same(got_log["two"], want_log["two"], exact=True)
+  assert_same(got_log["one"], want_log["one"])
+
+
+# ---- errors -------------------------------------------------------------------------------------
+
+def test_callback_exception_names_it_and_next_call_works():
+  state = {"fail": True}
+
+  def flaky_callback(x):
+    if state["fail"]:
+      raise ValueError("deliberate failure")
+    return np.asarray(x) + 1
+
+  @functools.partial(jax.jit)
+  def fn(x):
+    return jax.pure_callback(flaky_callback, jax.ShapeDtypeStruct(x.shape, x.dtype), x) * 2
+
+  x = jax.device_put(np.arange(3, dtype=np.float32), jax.devices("mlx")[0])
+  with pytest.raises(Exception, match=r"flaky_callback.*ValueError: deliberate failure"):
+    np.asarray(fn(x))
+  state["fail"] = False
+  np.testing.assert_array_equal(np.asarray(fn(x)), [2.0, 4.0, 6.0])
+
+
+def test_ordered_callback_exception_does_not_poison_later_calls():
+  state = {"fail": True}
+
+  def ordered_flaky(x):
+    if state["fail"]:
+      raise RuntimeError("ordered failure")
+    return np.asarray(x)
+
+  @jax.jit
+  def fn(x):
+    return io_callback(ordered_flaky, jax.ShapeDtypeStruct(x.shape, x.dtype), x,
+                       ordered=True) + 1
+
+  x = jax.device_put(np.ones(2, np.float32), jax.devices("mlx")[0])
+  with pytest.raises(Exception, match="ordered_flaky.*ordered failure"):
+    np.asarray(fn(x))
+  state["fail"] = False
+  np.testing.assert_array_equal(np.asarray(fn(x)), [2.0, 2.0])
+  np.testing.assert_array_equal(np.asarray(fn(x)), [2.0, 2.0])
+
+
+@pytest.mark.parametrize("result, message", [
+    (np.zeros(4, np.float32), r"Incorrect output shape for return value #0: Expected: \(3,\), "
+                              r"Actual: \(4,\)"),
+    (np.zeros(3, np.int32), r"Incorrect output dtype for return value #0: Expected: float32, "
+                            r"Actual: int32"),
+    ((np.zeros(3, np.float32), np.zeros(3, np.float32)),
+     r"Mismatched number of outputs from callback. Expected: 1, Actual: 2"),
+], ids=["shape", "dtype", "count"])
+def test_wrong_result_is_a_clear_error(result, message):
+  def bad_result_callback(x):
+    return result
+
+  @jax.jit
+  def fn(x):
+    return jax.pure_callback(bad_result_callback, jax.ShapeDtypeStruct((3,), jnp.float32), x)
+
+  x = jax.device_put(np.ones(3, np.float32), jax.devices("mlx")[0])
+  with pytest.raises(Exception, match="bad_result_callback") as info:
+    np.asarray(fn(x))
+  assert info.match(message)
+  # The device keeps working.
+  np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: v * 2)(x)), [2.0, 2.0, 2.0])
+
+
+def test_callback_dropped_executable_frees_registry_entry():
+  # The callback entry lives as long as the compiled executable (and jax's caches of it), as
+  # jax's own host callbacks do; then the registry forgets it.
+  import gc
+
+  from jax_plugins.mlx import callbacks
+
+  def host(x):
+    return np.asarray(x)
+
+  def fn(x):
+    return jax.pure_callback(host, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+  x = jax.device_put(np.ones(2, np.float32), jax.devices("mlx")[0])
+  before = set(callbacks._registry)
+  compiled = jax.jit(fn).lower(x).compile()
+  new = set(callbacks._registry) - before
+  assert len(new) == 1
+  np.testing.assert_array_equal(np.asarray(compiled(x)), [1.0, 1.0])
+  del compiled
+  jax.clear_caches()
+  gc.collect()
+  assert not (new & set(callbacks._registry))
