@@ -1,0 +1,81 @@
+// Lowering rules: collective family (see lowering.h for the rule contract).
+//
+// The mlx platform runs a program on one device, so every collective has exactly one
+// participant (process 0): jax.pmap over one device and jax.shard_map over a 1-device mesh emit
+// them with replica groups [[0]]. With one process in its group, all_reduce and reduce_scatter
+// reduce a single value (no body call: spec all_reduce, "the result is the operand" for a group
+// of one), all_gather / all_to_all concatenate or exchange one piece, and collective_broadcast
+// copies from itself: each result is its operand. collective_permute yields its operand when a
+// pair (0, 0) sends to itself, else zeros (spec: a process that receives nothing gets zeros).
+// replica_id and partition_id are 0. Any group or pair naming another process is refused.
+#include <string>
+#include <vector>
+
+#include "lower/util.h"
+#include "mlx/ops.h"
+
+namespace jaxmlx::lower {
+namespace {
+
+// OK when the groups in `attr` (a [groups, size] dense array, -1 padding allowed; empty means
+// "all processes") hold only process 0.
+Status require_single_process(const LowerContext& ctx, const ir::Op& op, const char* attr) {
+  for (int64_t id : op.get_i64s(attr))
+    if (id != 0 && id != -1)
+      return ctx.unsupported(op, std::string(attr) + " naming process " + std::to_string(id) +
+                                     " (the mlx platform runs one process)");
+  return Status();
+}
+
+// Every result has its operand's type (true of any collective with one participant).
+Status require_same_types(const LowerContext& ctx, const ir::Op& op) {
+  if (op.operands.size() != op.results.size())
+    return ctx.malformed(op, "operand and result counts differ");
+  for (size_t i = 0; i < op.operands.size(); ++i) {
+    const ir::Type& a = *op.operands[i].type;
+    const ir::Type& r = *op.results[i].type;
+    if (a.dtype != r.dtype || a.dims != r.dims)
+      return ctx.malformed(op, "result " + std::to_string(i) + " of type " +
+                                   ir::type_to_string(r) + " for operand " +
+                                   ir::type_to_string(a) + " with one participant");
+  }
+  return Status();
+}
+
+// all_reduce, all_gather, reduce_scatter, all_to_all, collective_broadcast.
+StatusOr<Values> lower_single_participant(LowerContext& ctx, const ir::Op& op,
+                                          const Values& in) {
+  RETURN_IF_ERROR(require_single_process(ctx, op, "replica_groups"));
+  if (op.kind == ir::OpKind::kAllToAll && op.get_i64("split_count", 1) != 1)
+    return ctx.unsupported(op, "split_count " + std::to_string(op.get_i64("split_count")) +
+                                   " (the mlx platform runs one process)");
+  RETURN_IF_ERROR(require_same_types(ctx, op));
+  return in;
+}
+
+StatusOr<Values> lower_collective_permute(LowerContext& ctx, const ir::Op& op,
+                                          const Values& in) {
+  RETURN_IF_ERROR(require_single_process(ctx, op, "source_target_pairs"));
+  RETURN_IF_ERROR(require_same_types(ctx, op));
+  if (!op.get_i64s("source_target_pairs").empty()) return in;  // the pair (0, 0)
+  return Values{mx::zeros_like(in[0])};
+}
+
+StatusOr<Values> lower_process_id(LowerContext&, const ir::Op&, const Values&) {
+  return Values{int_scalar(0, mx::uint32)};
+}
+
+}  // namespace
+
+void register_collective(Registry& r) {
+  r.add(ir::OpKind::kAllReduce, lower_single_participant);
+  r.add(ir::OpKind::kAllGather, lower_single_participant);
+  r.add(ir::OpKind::kReduceScatter, lower_single_participant);
+  r.add(ir::OpKind::kAllToAll, lower_single_participant);
+  r.add(ir::OpKind::kCollectiveBroadcast, lower_single_participant);
+  r.add(ir::OpKind::kCollectivePermute, lower_collective_permute);
+  r.add(ir::OpKind::kReplicaId, lower_process_id);
+  r.add(ir::OpKind::kPartitionId, lower_process_id);
+}
+
+}  // namespace jaxmlx::lower
