@@ -1,0 +1,97 @@
+// Fused multiply-add: the custom calls passes/contract_fma.cc emits, and exact_fma (fma.h).
+#include "lower/fma.h"
+
+#include <utility>
+
+#include "lower/lowering.h"
+#include "lower/util.h"
+#include "mlx/ops.h"
+#include "passes/contract_fma.h"
+
+namespace jaxmlx::lower {
+namespace {
+
+using Pair = std::pair<mx::array, mx::array>;
+
+// Knuth's TwoSum: x + y = s + e exactly, with s = RN(x + y) (any magnitudes, no overflow).
+Pair two_sum(const mx::array& x, const mx::array& y) {
+  mx::array s = x + y;
+  mx::array bb = s - x;
+  mx::array e = (x - (s - bb)) + (y - bb);
+  return {s, e};
+}
+
+// x = hi + lo with hi the top 12 significant bits (mask the low 12 encoding bits) and lo the
+// rest: both have at most 12 significant bits, so their pairwise products are exact.
+Pair split(const mx::array& x) {
+  mx::array hi = mx::view(mx::view(x, mx::uint32) & int_scalar(0xFFFFF000, mx::uint32), mx::float32);
+  return {hi, x - hi};
+}
+
+// Dekker: a*b = p + e exactly, p = RN(a*b), when no partial product underflows.
+Pair two_product(const mx::array& a, const mx::array& b) {
+  mx::array p = a * b;
+  auto [ah, al] = split(a);
+  auto [bh, bl] = split(b);
+  mx::array e = (((ah * bh - p) + ah * bl) + al * bh) + al * bl;
+  return {p, e};
+}
+
+// x + y rounded to odd: the exact sum if representable, else whichever neighbour of it has an
+// odd encoding. RN(x + y) is one neighbour; if it is even, step one ulp toward the exact sum.
+mx::array add_round_to_odd(const mx::array& x, const mx::array& y) {
+  auto [s, err] = two_sum(x, y);
+  mx::array bits = mx::view(s, mx::int32);
+  mx::array even = mx::equal(bits & int_scalar(1, mx::int32), int_scalar(0, mx::int32));
+  mx::array inexact = mx::not_equal(err, mx::zeros_like(err));
+  // Same signs: the exact sum is farther from zero, so the encoding grows.
+  mx::array away = mx::equal(mx::less(bits, int_scalar(0, mx::int32)),
+                             mx::less(err, mx::zeros_like(err)));
+  mx::array step = mx::where(away, int_scalar(1, mx::int32), int_scalar(-1, mx::int32));
+  mx::array nudged = mx::view(bits + step, mx::float32);
+  return mx::where(mx::logical_and(inexact, even), nudged, s);
+}
+
+StatusOr<Values> lower_fma_call(LowerContext& ctx, const ir::Op& op, const Values& in,
+                                bool neg_product, bool neg_addend) {
+  if (in.size() != 3 || op.results.size() != 1) return ctx.malformed(op, "fma takes a, b, c");
+  for (const mx::array& x : in)
+    if (x.dtype() != mx::float32 || x.shape() != in[0].shape())
+      return ctx.unsupported(op, "fma of non-f32 or differently shaped operands");
+  mx::array a = neg_product ? mx::negative(in[0]) : in[0];
+  mx::array c = neg_addend ? mx::negative(in[2]) : in[2];
+  return Values{exact_fma(a, in[1], c)};
+}
+
+}  // namespace
+
+mx::array exact_fma(const mx::array& a, const mx::array& b, const mx::array& c) {
+  auto [p, e] = two_product(a, b);
+  auto [t, t_err] = two_sum(c, p);
+  mx::array v = add_round_to_odd(t_err, e);
+  // v == 0: the result is t itself (t + 0 would turn t = -0 into +0). Within an ulp of the
+  // largest float TwoSum's own intermediates overflow (NaN): t = RN(c + p) is the answer there.
+  mx::array z = mx::where(mx::equal(v, mx::zeros_like(v)), t, t + v);
+  z = mx::where(mx::isnan(z), t, z);
+  // Infinite or NaN operands, or an overflowing sum: the plain sum has IEEE's answer, except
+  // that a finite a*b must not overflow on its own when c is infinite or NaN.
+  mx::array finite = mx::logical_and(mx::logical_and(mx::isfinite(p), mx::isfinite(c)),
+                                     mx::isfinite(t));
+  mx::array c_decides = mx::logical_and(mx::logical_and(mx::isfinite(a), mx::isfinite(b)),
+                                        mx::logical_not(mx::isfinite(c)));
+  return mx::where(finite, z, mx::where(c_decides, c, p + c));
+}
+
+void register_fma(Registry& r) {
+  r.add_custom_call(passes::kFmaTarget, [](LowerContext& ctx, const ir::Op& op, const Values& in) {
+    return lower_fma_call(ctx, op, in, false, false);
+  });
+  r.add_custom_call(passes::kFmsTarget, [](LowerContext& ctx, const ir::Op& op, const Values& in) {
+    return lower_fma_call(ctx, op, in, false, true);
+  });
+  r.add_custom_call(passes::kFnmaTarget, [](LowerContext& ctx, const ir::Op& op, const Values& in) {
+    return lower_fma_call(ctx, op, in, true, false);
+  });
+}
+
+}  // namespace jaxmlx::lower

@@ -1,0 +1,131 @@
+// contract_fma: see contract_fma.h for the patterns and why.
+#include "passes/contract_fma.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace jaxmlx::passes {
+namespace {
+
+using UseCounts = std::unordered_map<uint32_t, int>;
+
+void count_uses(const ir::Region& r, UseCounts& uses) {
+  ir::walk(r, [&](const ir::Op& op) {
+    for (const ir::Value& v : op.operands) ++uses[v.id];
+  });
+}
+
+bool is_f32(const ir::Value& v) {
+  return v.type != nullptr && v.type->dtype == ir::ElementType::kF32;
+}
+
+// A candidate product: the index of a single-use f32 multiply (or of a negate of one) in the block.
+struct Product {
+  size_t mul = 0;              // the multiply op
+  size_t neg = SIZE_MAX;       // the negate op wrapping it, if any
+};
+
+class BlockContractor {
+ public:
+  BlockContractor(ir::Block& b, const UseCounts& uses) : block_(b), uses_(uses) {
+    for (size_t i = 0; i < b.ops.size(); ++i) {
+      const ir::Op& op = b.ops[i];
+      if (op.results.size() == 1 && is_f32(op.results[0])) def_[op.results[0].id] = i;
+    }
+  }
+
+  void run() {
+    for (size_t i = 0; i < block_.ops.size(); ++i) {
+      ir::Op& op = block_.ops[i];
+      if ((op.kind != ir::OpKind::kAdd && op.kind != ir::OpKind::kSubtract) ||
+          op.operands.size() != 2 || !is_f32(op.results[0]))
+        continue;
+      contract(op);
+    }
+    std::vector<ir::Op> kept;
+    kept.reserve(block_.ops.size());
+    for (size_t i = 0; i < block_.ops.size(); ++i)
+      if (!dead_[i]) kept.push_back(std::move(block_.ops[i]));
+    block_.ops = std::move(kept);
+  }
+
+ private:
+  const ir::Op* single_use_def(const ir::Value& v, ir::OpKind kind, size_t* index) const {
+    auto it = def_.find(v.id);
+    if (it == def_.end() || dead_[it->second]) return nullptr;
+    auto u = uses_.find(v.id);
+    if (u == uses_.end() || u->second != 1) return nullptr;
+    const ir::Op& d = block_.ops[it->second];
+    if (d.kind != kind) return nullptr;
+    *index = it->second;
+    return &d;
+  }
+
+  // `v` as a product a*b (negated when `allow_neg` and v = -(a*b)).
+  bool as_product(const ir::Value& v, bool allow_neg, Product* p) const {
+    if (single_use_def(v, ir::OpKind::kMultiply, &p->mul)) return true;
+    size_t neg;
+    const ir::Op* n = allow_neg ? single_use_def(v, ir::OpKind::kNegate, &neg) : nullptr;
+    if (n == nullptr || n->operands.size() != 1) return false;
+    if (!single_use_def(n->operands[0], ir::OpKind::kMultiply, &p->mul)) return false;
+    p->neg = neg;
+    return true;
+  }
+
+  void contract(ir::Op& op) {
+    const bool add = op.kind == ir::OpKind::kAdd;
+    Product p;
+    int side;  // which operand of `op` is the product
+    if (as_product(op.operands[0], add, &p)) side = 0;
+    else if (as_product(op.operands[1], add, &p)) side = 1;
+    else return;
+    const bool negated = p.neg != SIZE_MAX;
+    // a*b+c, c+a*b -> fma; a*b-c -> fms; c-a*b, -(a*b)+c -> fnma.
+    const char* target = add ? (negated ? kFnmaTarget : kFmaTarget)
+                             : (side == 0 ? kFmsTarget : kFnmaTarget);
+    const ir::Op& mul = block_.ops[p.mul];
+    ir::Op fma;
+    fma.kind = ir::OpKind::kCustomCall;
+    fma.operands = {mul.operands[0], mul.operands[1], op.operands[1 - side]};
+    fma.results = op.results;
+    fma.loc = op.loc;
+    fma.set_attr("call_target_name", ir::StringAttr{target});
+    op = std::move(fma);
+    dead_[p.mul] = true;
+    if (negated) dead_[p.neg] = true;
+  }
+
+  ir::Block& block_;
+  const UseCounts& uses_;
+  std::unordered_map<uint32_t, size_t> def_;
+  std::vector<bool> dead_ = std::vector<bool>(block_.ops.size(), false);
+};
+
+void contract_region(ir::Region& r, const UseCounts& uses) {
+  for (ir::Block& b : r.blocks) {
+    for (ir::Op& op : b.ops)
+      for (ir::Region& nested : op.regions) contract_region(nested, uses);
+    BlockContractor(b, uses).run();
+  }
+}
+
+}  // namespace
+
+bool contract_fma_enabled() {
+  const char* v = std::getenv("JAX_MLX_CONTRACT_FMA");
+  return v == nullptr || std::string_view(v) != "0";
+}
+
+Status contract_fma(ir::Module& m) {
+  for (ir::Func& f : m.funcs) {
+    UseCounts uses;
+    count_uses(f.body, uses);
+    contract_region(f.body, uses);
+  }
+  return Status();
+}
+
+}  // namespace jaxmlx::passes
