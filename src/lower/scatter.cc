@@ -15,6 +15,7 @@
 // non-associative bodies give XLA's results; that costs a few MLX ops per window, so it is
 // limited to kMaxInOrderWindows windows.
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -79,62 +80,77 @@ struct Plan {
   int pad_dim = 0;             // size of pad_axis before padding
 };
 
-StatusOr<Plan> make_plan(LowerContext& ctx, const ir::Op& op, const ir::ScatterDims& dn,
-                         const mx::array& indices, size_t n) {
+// The window size per operand dim: 1 for inserted and batching dims, else the update's dim.
+StatusOr<std::vector<int64_t>> window_sizes(LowerContext& ctx, const ir::Op& op,
+                                            const ir::ScatterDims& dn, size_t n,
+                                            size_t batch_rank) {
   const ir::Type& t = operand_type(op, 0);
-  const ir::Type& it = operand_type(op, n);
   const ir::Type& ut = operand_type(op, n + 1);
-  const int64_t rank = t.rank();
-  const int64_t ivd = dn.index_vector_dim;
-  const int64_t n_vec = ivd < it.rank() ? it.dims[ivd] : 1;
-  const auto& sd = dn.scatter_dims_to_operand_dims;
-  const auto& bd = dn.input_batching_dims;
-  if (ivd < 0 || ivd > it.rank() || n_vec != static_cast<int64_t>(sd.size()) ||
-      bd.size() != dn.scatter_indices_batching_dims.size() || !valid_dims(sd, rank) ||
-      !valid_dims(dn.inserted_window_dims, rank) || !valid_dims(bd, rank) ||
-      !valid_dims(dn.update_window_dims, ut.rank()) ||
-      !std::is_sorted(dn.update_window_dims.begin(), dn.update_window_dims.end()))
-    return ctx.malformed(op, "scatter dimension numbers do not match the operand shapes");
-  Plan p;
-  p.batch = batch_shape(indices.shape(), ivd);
-  // Window sizes per operand dim: 1 for inserted and batching dims, else the update's dims.
   std::vector<int64_t> wsize;
   size_t j = 0;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (contains(dn.inserted_window_dims, d) || contains(bd, d)) {
+  for (int64_t d = 0; d < t.rank(); ++d) {
+    if (contains(dn.inserted_window_dims, d) || contains(dn.input_batching_dims, d)) {
       wsize.push_back(1);
-    } else {
-      if (j >= dn.update_window_dims.size()) return ctx.malformed(op, "too few window dims");
-      wsize.push_back(ut.dims[dn.update_window_dims[j++]]);
-      if (wsize.back() > t.dims[d]) return ctx.malformed(op, "update window larger than operand");
+      continue;
     }
+    if (j >= dn.update_window_dims.size()) return ctx.malformed(op, "too few window dims");
+    wsize.push_back(ut.dims[dn.update_window_dims[j++]]);
+    if (wsize.back() > t.dims[d]) return ctx.malformed(op, "update window larger than operand");
   }
-  if (j != dn.update_window_dims.size() ||
-      ut.rank() != static_cast<int64_t>(p.batch.size() + j))
+  if (j != dn.update_window_dims.size() || ut.rank() != static_cast<int64_t>(batch_rank + j))
     return ctx.malformed(op, "update rank does not match the dimension numbers");
+  return wsize;
+}
+
+// Starts for the scattered dims. spec/XLA: a window is dropped unless 0 <= start <= dim - size
+// in every scattered dim; a dropped window goes to the padding block along the first one.
+void add_scattered_starts(Plan& p, const ir::ScatterDims& dn, const mx::array& indices,
+                          const std::vector<int64_t>& dims, const std::vector<int64_t>& wsize) {
+  const auto& sd = dn.scatter_dims_to_operand_dims;
+  if (sd.empty()) return;
   std::vector<mx::array> starts;
   std::optional<mx::array> valid;
   for (size_t k = 0; k < sd.size(); ++k) {
     // int64 is exact for every index dtype; uint64 starts >= 2^63 turn negative: dropped, as
     // they are out of bounds anyway.
-    mx::array s = mx::astype(index_component(indices, ivd, static_cast<int>(k)), mx::int64);
-    mx::array ok = mx::logical_and(mx::greater_equal(s, int_scalar(0, mx::int64)),
-                                   mx::less_equal(s, int_scalar(t.dims[sd[k]] - wsize[sd[k]],
-                                                                mx::int64)));
+    mx::array s = index_component(indices, dn.index_vector_dim, static_cast<int>(k));
+    s = mx::astype(s, mx::int64);
+    mx::array ok =
+        mx::logical_and(mx::greater_equal(s, int_scalar(0, mx::int64)),
+                        mx::less_equal(s, int_scalar(dims[sd[k]] - wsize[sd[k]], mx::int64)));
     valid = valid ? mx::logical_and(*valid, ok) : ok;
     starts.push_back(s);
-    p.axes.push_back(static_cast<int>(sd[k]));
   }
-  for (size_t k = 0; k < starts.size(); ++k) {
-    // A dropped window goes to the padding block along the first scattered axis.
-    const int64_t dropped_at = k == 0 ? t.dims[sd[0]] : 0;
+  for (size_t k = 0; k < sd.size(); ++k) {
+    const int64_t dropped_at = k == 0 ? dims[sd[0]] : 0;
     mx::array s = mx::where(*valid, starts[k], int_scalar(dropped_at, mx::int64));
     p.idx.push_back(mx::astype(s, mx::int32));
+    p.axes.push_back(static_cast<int>(sd[k]));
   }
-  if (!sd.empty()) {
-    p.pad_axis = static_cast<int>(sd[0]);
-    p.pad_dim = static_cast<int>(t.dims[sd[0]]);
-  }
+  p.pad_axis = static_cast<int>(sd[0]);
+  p.pad_dim = static_cast<int>(dims[sd[0]]);
+}
+
+StatusOr<Plan> make_plan(LowerContext& ctx, const ir::Op& op, const ir::ScatterDims& dn,
+                         const mx::array& indices, size_t n) {
+  const ir::Type& t = operand_type(op, 0);
+  const ir::Type& it = operand_type(op, n);
+  const ir::Type& ut = operand_type(op, n + 1);
+  const int64_t ivd = dn.index_vector_dim;
+  const auto& bd = dn.input_batching_dims;
+  if (ivd < 0 || ivd > it.rank() ||
+      (ivd < it.rank() ? it.dims[ivd] : 1) !=
+          static_cast<int64_t>(dn.scatter_dims_to_operand_dims.size()) ||
+      bd.size() != dn.scatter_indices_batching_dims.size() ||
+      !valid_dims(dn.scatter_dims_to_operand_dims, t.rank()) ||
+      !valid_dims(dn.inserted_window_dims, t.rank()) || !valid_dims(bd, t.rank()) ||
+      !valid_dims(dn.update_window_dims, ut.rank()) ||
+      !std::is_sorted(dn.update_window_dims.begin(), dn.update_window_dims.end()))
+    return ctx.malformed(op, "scatter dimension numbers do not match the operand shapes");
+  Plan p;
+  p.batch = batch_shape(indices.shape(), ivd);
+  ASSIGN_OR_RETURN(std::vector<int64_t> wsize, window_sizes(ctx, op, dn, n, p.batch.size()));
+  add_scattered_starts(p, dn, indices, t.dims, wsize);
   for (size_t i = 0; i < bd.size(); ++i) {
     const int64_t id = dn.scatter_indices_batching_dims[i];
     if (id < 0 || id >= it.rank() || id == ivd) return ctx.malformed(op, "bad batching dim");
@@ -337,23 +353,24 @@ StatusOr<Values> lower_scatter(LowerContext& ctx, const ir::Op& op, const Values
   Values xs(in.begin(), in.begin() + n);
   // Nothing to scatter (or nowhere to): the operands unchanged.
   if (ut.num_elements() == 0 || t.num_elements() == 0) return xs;
+  const Combiner c = n == 1 ? match_combiner(op.regions[0], t.dtype) : Combiner::kGeneral;
+  if (c == Combiner::kKeep) return xs;
+  // Replace moves bits (any storage dtype); the others compute in the element type.
+  if (c != Combiner::kReplace) RETURN_IF_ERROR(require_native(ctx, op));
   ASSIGN_OR_RETURN(Plan p, make_plan(ctx, op, *dn, in[n], n));
   Values us;
   for (size_t j = 0; j < n; ++j) {
     xs[j] = prepare_operand(p, xs[j]);
     us.push_back(prepare_updates(p, *dn, in[n + 1 + j], trailing_rank(t)));
   }
-  Combiner c = n == 1 ? match_combiner(op.regions[0], t.dtype) : Combiner::kGeneral;
-  if (c == Combiner::kKeep) return Values{in[0]};
-  // Replace moves bits (any storage dtype); the others compute in the element type.
-  if (c != Combiner::kReplace) RETURN_IF_ERROR(require_native(ctx, op));
   Values out;
   if (c == Combiner::kGeneral) {
     ASSIGN_OR_RETURN(out, scatter_in_order(ctx, op, p, xs, us));
   } else {
     out.push_back(scatter_with(c, xs[0], p.idx, p.axes, mx::astype(us[0], xs[0].dtype())));
   }
-  for (size_t j = 0; j < n; ++j) out[j] = finish_operand(p, out[j], storage_shape(result_type(op, j)));
+  for (size_t j = 0; j < n; ++j)
+    out[j] = finish_operand(p, out[j], storage_shape(result_type(op, j)));
   return out;
 }
 

@@ -69,9 +69,12 @@ def check_signed_zeros(fn, *args):
 # ---- gather through jnp indexing -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dt", ALL + [np.float64], ids=ids(ALL + [np.float64]))
+WIDE = [np.float64, np.complex128]  # stored as raw uint64 bits: moved, never computed on
+
+
+@pytest.mark.parametrize("dt", ALL + WIDE, ids=ids(ALL + WIDE))
 def test_take_rows(dt):
-  # f64 included: a gather only moves bits, so it needs no f64 compute.
+  # f64/c128 included: a gather only moves bits, so it needs no f64 compute.
   x = data(dt, (5, 3))
   check(lambda a, i: a[i], x, idx(4, 0, 2, 2, 1))
 
@@ -267,7 +270,7 @@ def test_scatter_ops_modes(op, mode):
   check(lambda a, j, v: _at(a, j, v, op, mode), x, i.astype(np.int32), u)
 
 
-@pytest.mark.parametrize("dt", ALL + [np.float64], ids=ids(ALL + [np.float64]))
+@pytest.mark.parametrize("dt", ALL + WIDE, ids=ids(ALL + WIDE))
 def test_set_dtypes(dt):
   x = data(dt, (6, 2))
   u = data(dt, (4, 2), 5)
@@ -459,7 +462,7 @@ def test_scatter_apply(dups):
   check(lambda a, i: lax.scatter_apply(a, i, jnp.sin, SDN1, update_shape=(3, 3)), x, j)
 
 
-@pytest.mark.parametrize("body", ["x*2+y", "x-y", "where", "bool_xor"])
+@pytest.mark.parametrize("body", ["x*2+y", "x-y", "where", "bool_xor", "keep"])
 def test_non_associative_bodies(body):
   # Order matters with duplicates: XLA's CPU applies updates in row-major order.
   rng = np.random.default_rng(1)
@@ -471,8 +474,32 @@ def test_non_associative_bodies(body):
     x, u = rng.integers(-5, 5, (4, 3)).astype(np.int32), rng.integers(-5, 5, (7, 3)).astype(
         np.int32)
     fn = {"x*2+y": lambda a, b: a * 2 + b, "x-y": lambda a, b: a - b,
-          "where": lambda a, b: jnp.where(a > b, a - b, b * 3)}[body]
+          "where": lambda a, b: jnp.where(a > b, a - b, b * 3), "keep": lambda a, b: a}[body]
   check(lambda a, i, v: _custom_scatter(fn, a, i, v, SDN1), x, j, u)
+
+
+def test_general_body_window_limit():
+  # A general body runs window by window; past the limit it is refused at compile time, naming
+  # the reason (never a silent fallback).
+  x = np.zeros((8,), np.float32)
+  j = np.zeros((5000, 1), np.int32)
+  fn = lambda a, i: lax.scatter_apply(a, i, jnp.cos, lax.ScatterDimensionNumbers((), (0,), (0,)),  # noqa: E731
+                                      update_shape=(5000,))
+  with pytest.raises(Exception, match="general scatter body over 5000 update windows"):
+    run_on(jax.devices("mlx")[0], fn, x, j)
+
+
+@pytest.mark.parametrize("sorted_hint,unique_hint", [(True, True), (True, False), (False, True)])
+def test_scatter_hints(sorted_hint, unique_hint):
+  # The hints are true here; results equal XLA's whatever they say.
+  x = values(np.float32, (6, 2), 2)
+  j = np.array([[0], [2], [3], [5]], np.int32)
+  u = values(np.float32, (4, 2), 5)
+  for f in (lax.scatter, lax.scatter_add, lax.scatter_max):
+    check(lambda a, i, v: f(a, i, v, SDN1, indices_are_sorted=sorted_hint,
+                            unique_indices=unique_hint), x, j, u)
+  check(lambda a, i: a.at[i[:, 0]].get(indices_are_sorted=sorted_hint,
+                                       unique_indices=unique_hint), x, j)
 
 
 def test_custom_body_float_and_complex():
