@@ -473,6 +473,34 @@ StatusOr<Values> bitonic_sort(LowerContext& ctx, const Body& body, Values xs) {
 
 // ---- the rules ----------------------------------------------------------------------------------
 
+// The key expressions on whole arrays. real/imag of a c128 operand (jax's complex keys) are
+// read from its raw storage: sorting needs no f64 arithmetic.
+StatusOr<Values> key_values(LowerContext& ctx, const Body& body, const Values& args,
+                            const std::vector<ir::Value>& exprs) {
+  Values out(exprs.size(), mx::array(0));
+  std::vector<ir::Value> rest;
+  std::vector<size_t> rest_pos;
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    const ir::Op* op = body.def(exprs[i]).first;
+    const int arg = op && op->operands.size() == 1 ? body.arg_index(op->operands[0]) : -1;
+    const bool part = op && (op->kind == ir::OpKind::kReal || op->kind == ir::OpKind::kImag);
+    if (part && arg >= 0 && op->operands[0].type->dtype == ir::ElementType::kC128) {
+      const mx::array& x = args[arg];
+      mx::Shape start(x.ndim(), 0), stop = x.shape();
+      start.back() = op->kind == ir::OpKind::kReal ? 0 : 1;
+      stop.back() = start.back() + 1;
+      out[i] = mx::squeeze(mx::slice(x, start, stop), -1);
+    } else {
+      rest.push_back(exprs[i]);
+      rest_pos.push_back(i);
+    }
+  }
+  if (rest.empty()) return out;
+  ASSIGN_OR_RETURN(Values vals, body.eval(ctx, args, rest));
+  for (size_t i = 0; i < rest.size(); ++i) out[rest_pos[i]] = vals[i];
+  return out;
+}
+
 // `in` (storage forms of `types`) sorted along `dim` by the comparator `block` (2N args).
 StatusOr<Values> sort_by(LowerContext& ctx, const ir::Op& op, const ir::Block& block,
                          const ir::Func* outer, const Values& in,
@@ -488,7 +516,7 @@ StatusOr<Values> sort_by(LowerContext& ctx, const ir::Op& op, const ir::Block& b
     for (const mx::array& x : in) args.push_back(x), args.push_back(x);
     std::vector<ir::Value> exprs;
     for (const Key& k : *keys) exprs.push_back(k.expr);
-    ASSIGN_OR_RETURN(Values vals, body.eval(ctx, args, exprs));
+    ASSIGN_OR_RETURN(Values vals, key_values(ctx, body, args, exprs));
     const mx::Shape shape = to_shape(types[0]->dims);
     std::vector<mx::array> ints;
     for (size_t i = 0; i < keys->size(); ++i) {

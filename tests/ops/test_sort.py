@@ -161,6 +161,14 @@ def test_sort_float64():
   check(lambda a: (jnp.sort(a), jnp.argsort(a), jnp.sort(a, descending=True)), x, exact=True)
 
 
+def test_sort_complex128():
+  # c128 lives as raw uint64 pairs; its real/imag keys are read from them without f64 compute.
+  z = edge(np.complex64, (3, 19), 4).astype(np.complex128)
+  z[0, :4] = [complex(1.0, -0.0), complex(1.0, 0.0), complex(-0.0, 2.0), complex(0.0, 2.0)]
+  check(lambda a: (jnp.sort(a, axis=1), jnp.argsort(a, axis=1), jnp.sort(a, axis=0)), z,
+        exact=True)
+
+
 # ---- lax.sort: several operands, num_keys -----------------------------------------------------
 
 
