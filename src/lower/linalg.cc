@@ -7,6 +7,9 @@
 // stream (see linalg_common.h). jax's Qr / ProductOfElementaryHouseholderReflectors custom calls
 // live in linalg_householder.cc.
 //
+// complex64: eigh, svd and eig use MLX's complex routines; cholesky and triangular_solve, which
+// MLX has only for reals, are built here (a column loop; a real 2n x 2n solve), and so is lu.
+//
 // Failure semantics follow jax's CPU rules, which replace a whole batch entry by NaN when LAPACK
 // reports info != 0: a cholesky of a matrix that is not positive definite, and eigh/svd/eig of
 // a matrix with non-finite entries, give NaN for that matrix.
@@ -107,20 +110,46 @@ mx::array cast_out(const mx::array& a, mx::Dtype dt) {
   return a.dtype() == dt ? a : mx::astype(a, dt);
 }
 
+// MLX's cholesky is real-only: the complex (Hermitian) factor column by column, from the `lower`
+// triangle (an upper one is the lower triangle of a^H). A failed column has a NaN diagonal.
+mx::array complex_cholesky(mx::array a, bool lower) {
+  if (!lower) a = mx::conjugate(mT(a));
+  const int n = a.shape(-1);
+  mx::array l = mx::zeros_like(a);
+  mx::array rows = mx::reshape(mx::arange(n, mx::int32), {n, 1});
+  for (int j = 0; j < n; ++j) {
+    // col = a[:, j] - l[:, :j] conj(l[j, :j])^T, then divided by sqrt(col[j]) (real).
+    mx::array col = slice_axis(a, -1, j, j + 1);
+    if (j > 0) {
+      mx::array lj = mx::conjugate(mT(slice_axis(slice_axis(l, -2, j, j + 1), -1, 0, j)));
+      col = mx::subtract(col, mx::matmul(slice_axis(l, -1, 0, j), lj));
+    }
+    mx::array djj = mx::sqrt(mx::real(slice_axis(col, -2, j, j + 1)));
+    col = mx::where(mx::less(rows, mx::array(j)), mx::zeros({}, a.dtype()),
+                    mx::divide(col, mx::astype(djj, a.dtype())));
+    mx::Shape start(a.ndim(), 0), stop = a.shape();
+    start[a.ndim() - 1] = j;
+    stop[a.ndim() - 1] = j + 1;
+    l = mx::slice_update(l, col, start, stop);
+  }
+  return lower ? l : mx::conjugate(mT(l));
+}
+
 // spec: cholesky. Only the `lower` triangle of the operand is read; the other triangle of the
 // result is implementation-defined (MLX zeroes it).
 StatusOr<Values> lower_cholesky(LowerContext& ctx, const ir::Op& op, const Values& in) {
   const ir::Type& t = operand_type(op, 0);
   RETURN_IF_ERROR(require_matrix(ctx, op, t));
-  ASSIGN_OR_RETURN(mx::Dtype ct, linalg::compute_dtype(ctx, op, t.dtype, /*complex=*/false));
+  ASSIGN_OR_RETURN(mx::Dtype ct, linalg::compute_dtype(ctx, op, t.dtype, /*complex=*/true));
   ASSIGN_OR_RETURN(mx::Dtype out, linalg::result_dtype(ctx, op, 0));
   if (t.dims.back() == 0) return Values{in[0]};
   const bool lower = op.get_bool("lower");
   mx::array a = mx::astype(in[0], ct);
-  mx::array f = mx::linalg::cholesky(a, /*upper=*/!lower, kCpu);
+  mx::array f = ct == mx::complex64 ? complex_cholesky(a, lower)
+                                    : mx::linalg::cholesky(a, /*upper=*/!lower, kCpu);
   // MLX ignores potrf's info: a failed factorization leaves a diagonal entry <= 0 (or NaN) where
   // it stopped. XLA leaves the result implementation-defined; jax's CPU rule gives NaN.
-  mx::array d = mx::diagonal(f, 0, -2, -1);
+  mx::array d = mx::real(mx::diagonal(f, 0, -2, -1));
   mx::array ok = mx::expand_dims(mx::all(mx::greater(d, mx::array(0.0f)), -1, true), -1);
   return Values{cast_out(linalg::nan_unless(ok, f), out)};
 }
@@ -137,13 +166,27 @@ mx::array triangle(const mx::array& a, bool lower, bool unit) {
   return t;
 }
 
+// a x = b for complex a (its triangle already masked): MLX's solvers are real-only, so solve the
+// real system [[ar, -ai], [ai, ar]] [xr; xi] = [br; bi] (LU with partial pivoting).
+mx::array complex_solve(const mx::array& a, const mx::array& b) {
+  mx::array ar = mx::real(a), ai = mx::imag(a);
+  mx::array m = mx::concatenate({mx::concatenate({ar, mx::negative(ai)}, -1),
+                                 mx::concatenate({ai, ar}, -1)}, -2);
+  mx::array rhs = mx::concatenate({mx::real(b), mx::imag(b)}, -2);
+  mx::array x = mx::linalg::solve(m, rhs, kCpu);
+  const int n = a.shape(-1);
+  mx::array xr = slice_axis(x, -2, 0, n), xi = slice_axis(x, -2, n, 2 * n);
+  return mx::add(mx::astype(xr, mx::complex64),
+                 mx::multiply(mx::astype(xi, mx::complex64), mx::array(mx::complex64_t{0, 1})));
+}
+
 // spec: triangular_solve. Solves op(a) x = b (left_side) or x op(a) = b, op per transpose_a.
 StatusOr<Values> lower_triangular_solve(LowerContext& ctx, const ir::Op& op, const Values& in) {
   const ir::Type& ta = operand_type(op, 0);
   const ir::Type& tb = operand_type(op, 1);
   RETURN_IF_ERROR(require_matrix(ctx, op, ta));
   RETURN_IF_ERROR(require_matrix(ctx, op, tb));
-  ASSIGN_OR_RETURN(mx::Dtype ct, linalg::compute_dtype(ctx, op, ta.dtype, /*complex=*/false));
+  ASSIGN_OR_RETURN(mx::Dtype ct, linalg::compute_dtype(ctx, op, ta.dtype, /*complex=*/true));
   ASSIGN_OR_RETURN(mx::Dtype out, linalg::result_dtype(ctx, op, 0));
   const auto transpose = static_cast<ir::Transpose>(op.get_enum("transpose_a", 1));
   if (transpose == ir::Transpose::kInvalid) return ctx.malformed(op, "transpose_a is invalid");
@@ -153,10 +196,11 @@ StatusOr<Values> lower_triangular_solve(LowerContext& ctx, const ir::Op& op, con
     return Values{mx::zeros(storage_shape(result_type(op)), out)};
   mx::array a = triangle(mx::astype(in[0], ct), lower, op.get_bool("unit_diagonal"));
   mx::array b = mx::astype(in[1], ct);
-  // Real operands: TRANSPOSE and ADJOINT are the same; a transposed triangle flips lower/upper.
+  // A transposed triangle flips lower/upper; ADJOINT also conjugates (a no-op for reals).
   if (transpose != ir::Transpose::kNoTranspose) {
     a = mT(a);
     lower = !lower;
+    if (transpose == ir::Transpose::kAdjoint && ct == mx::complex64) a = mx::conjugate(a);
   }
   // x a = b  <=>  a^T x^T = b^T.
   if (!left) {
@@ -164,7 +208,8 @@ StatusOr<Values> lower_triangular_solve(LowerContext& ctx, const ir::Op& op, con
     lower = !lower;
     b = mT(b);
   }
-  mx::array x = mx::linalg::solve_triangular(a, b, /*upper=*/!lower, kCpu);
+  mx::array x = ct == mx::complex64 ? complex_solve(a, b)
+                                    : mx::linalg::solve_triangular(a, b, /*upper=*/!lower, kCpu);
   if (!left) x = mT(x);
   return Values{cast_out(x, out)};
 }
@@ -294,13 +339,53 @@ mx::array pivots_to_permutation(const mx::array& piv, int m) {
   return perm;
 }
 
+// Right-looking LU with partial pivoting, one column per step, for complex64 (MLX's lu_factor is
+// real-only). The pivot is the first row maximizing |re| + |im|, LAPACK's izamax; a zero pivot
+// leaves its column unscaled, as getrf does. Returns (lu, pivots as int32).
+std::pair<mx::array, mx::array> complex_lu(mx::array a) {
+  const int m = a.shape(-2), n = a.shape(-1), k = std::min(m, n);
+  mx::array rows = mx::reshape(mx::arange(m, mx::int32), {m, 1});
+  mx::array zero = mx::zeros({}, a.dtype());
+  Values pivots;
+  for (int j = 0; j < k; ++j) {
+    mx::array col = slice_axis(slice_axis(a, -1, j, j + 1), -2, j, m);  // (batch..., m-j, 1)
+    mx::array mag = mx::add(mx::abs(mx::real(col)), mx::abs(mx::imag(col)));
+    mx::array p = mx::add(mx::argmax(mag, -2, /*keepdims=*/true), mx::array(j, mx::uint32));
+    p = mx::astype(p, mx::int32);  // (batch..., 1, 1)
+    mx::array row_j = slice_axis(a, -2, j, j + 1);
+    mx::array row_p = mx::take_along_axis(a, mx::broadcast_to(p, row_j.shape()), -2);
+    a = mx::where(mx::equal(rows, mx::array(j)), row_p,
+                  mx::where(mx::equal(rows, p), row_j, a));
+    pivots.push_back(mx::squeeze(p, {-2, -1}));
+    // Scale the column below the pivot, then update the trailing block.
+    mx::array piv = slice_axis(slice_axis(a, -2, j, j + 1), -1, j, j + 1);
+    mx::array below = slice_axis(slice_axis(a, -2, j + 1, m), -1, j, j + 1);
+    mx::array nonzero = mx::not_equal(piv, zero);
+    below = mx::where(nonzero, mx::divide(below, mx::where(nonzero, piv, mx::ones_like(piv))),
+                      below);
+    mx::Shape start(a.ndim(), 0), stop = a.shape();
+    start[a.ndim() - 2] = j + 1;
+    start[a.ndim() - 1] = j;
+    stop[a.ndim() - 1] = j + 1;
+    if (j + 1 < m) a = mx::slice_update(a, below, start, stop);
+    if (j + 1 < n && j + 1 < m) {
+      mx::array urow = slice_axis(slice_axis(a, -2, j, j + 1), -1, j + 1, n);
+      mx::array trail = slice_axis(slice_axis(a, -2, j + 1, m), -1, j + 1, n);
+      start[a.ndim() - 1] = j + 1;
+      stop[a.ndim() - 1] = n;
+      a = mx::slice_update(a, mx::subtract(trail, mx::matmul(below, urow)), start, stop);
+    }
+  }
+  return {a, mx::stack(pivots, -1)};
+}
+
 // jaxmlx.lu(a) -> (lu, pivots, permutation), jax's lu_p: LAPACK getrf's packed factors and its
 // 0-based pivots (int32), and the permutation they imply.
 StatusOr<Values> lower_lu(LowerContext& ctx, const ir::Op& op, const Values& in) {
   const ir::Type& t = operand_type(op, 0);
   RETURN_IF_ERROR(require_matrix(ctx, op, t));
   if (op.results.size() != 3) return ctx.malformed(op, "jaxmlx.lu gives (lu, pivots, perm)");
-  ASSIGN_OR_RETURN(mx::Dtype ct, linalg::compute_dtype(ctx, op, t.dtype, /*complex=*/false));
+  ASSIGN_OR_RETURN(mx::Dtype ct, linalg::compute_dtype(ctx, op, t.dtype, /*complex=*/true));
   ASSIGN_OR_RETURN(mx::Dtype out, linalg::result_dtype(ctx, op, 0));
   const int m = static_cast<int>(t.dims[t.rank() - 2]), n = static_cast<int>(t.dims.back());
   mx::Shape piv_shape = storage_shape(result_type(op, 1));
@@ -308,7 +393,8 @@ StatusOr<Values> lower_lu(LowerContext& ctx, const ir::Op& op, const Values& in)
     mx::array perm = mx::broadcast_to(mx::arange(m, mx::int32), storage_shape(result_type(op, 2)));
     return Values{in[0], mx::zeros(piv_shape, mx::int32), perm};
   }
-  auto [lu, piv] = mx::linalg::lu_factor(mx::astype(in[0], ct), kCpu);
+  auto [lu, piv] = ct == mx::complex64 ? complex_lu(in[0])
+                                       : mx::linalg::lu_factor(mx::astype(in[0], ct), kCpu);
   piv = mx::astype(piv, mx::int32);
   return Values{cast_out(lu, out), piv, pivots_to_permutation(piv, m)};
 }

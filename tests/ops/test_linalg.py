@@ -80,16 +80,21 @@ SQUARE = [(0, 0), (1, 1), (2, 2), (5, 5), (16, 16), (3, 4, 4), (2, 3, 5, 5)]
 HALF = [np.float16, jnp.bfloat16]
 
 
+CPLX = [np.float32, np.complex64]
+
+
+@pytest.mark.parametrize("dt", CPLX, ids=ids(CPLX))
 @pytest.mark.parametrize("shape", SQUARE, ids=str)
-def test_cholesky(shape):
-  x = spd(shape)
-  check(lambda a: (lax.linalg.cholesky(a), jnp.linalg.cholesky(a)), x, **tol(np.float32))
+def test_cholesky(shape, dt):
+  x = spd(shape, dt)
+  check(lambda a: (lax.linalg.cholesky(a), jnp.linalg.cholesky(a)), x, **tol(dt))
 
 
+@pytest.mark.parametrize("dt", CPLX, ids=ids(CPLX))
 @pytest.mark.parametrize("lower", [True, False])
-def test_cholesky_scipy(lower):
-  x = spd((2, 6, 6), seed=3)
-  check(lambda a: jsl.cholesky(a, lower=lower), x, **tol(np.float32))
+def test_cholesky_scipy(lower, dt):
+  x = spd((2, 6, 6), dt, seed=3)
+  check(lambda a: jsl.cholesky(a, lower=lower), x, **tol(dt))
 
 
 @pytest.mark.parametrize("dt", HALF, ids=ids(HALF))
@@ -98,11 +103,12 @@ def test_cholesky_half(dt, shape):
   check_lowp(jnp.linalg.cholesky, spd(shape).astype(dt))
 
 
-def test_cholesky_not_positive_definite():
+@pytest.mark.parametrize("dt", CPLX, ids=ids(CPLX))
+def test_cholesky_not_positive_definite(dt):
   # jax's CPU rule turns a failed factorization (potrf info != 0) into NaN for that matrix only.
   x = np.stack([spd((3, 3)), np.array([[1, 2, 0], [2, 1, 0], [0, 0, 1]], np.float32),
-                -np.eye(3, dtype=np.float32)])
-  got = check(jnp.linalg.cholesky, x, **tol(np.float32))
+                -np.eye(3, dtype=np.float32)]).astype(dt)
+  got = check(jnp.linalg.cholesky, x, **tol(dt))
   assert np.isnan(got[1:]).any() and not np.isnan(got[0]).any()
 
 
@@ -122,6 +128,19 @@ def test_triangular_solve(batch, left, lower, transpose, unit):
   f = lambda a, b: lax.linalg.triangular_solve(a, b, left_side=left, lower=lower,
                                                transpose_a=transpose, unit_diagonal=unit)
   check(f, a, b, **tol(np.float32))
+
+
+@pytest.mark.parametrize("conjugate", [False, True])
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("left", [False, True])
+def test_triangular_solve_complex(left, transpose, conjugate):
+  n, k = 4, 2
+  a = np.tril(general((2, n, n), np.complex64, seed=3)) + np.triu(np.full((n, n), 9j), 1)
+  b = rand(np.complex64, (2,) + ((n, k) if left else (k, n)), 8)
+  f = lambda a, b: lax.linalg.triangular_solve(a.astype(np.complex64), b, left_side=left,
+                                               lower=True, transpose_a=transpose,
+                                               conjugate_a=conjugate)
+  check(f, a.astype(np.complex64), b, **tol(np.complex64))
 
 
 @pytest.mark.parametrize("shape", [((0, 0), (0, 3)), ((1, 1), (1, 1)), ((4, 4), (4, 0)),
@@ -309,10 +328,11 @@ def test_eig_left_eigenvectors_refused():
 LU_SHAPES = [(0, 0), (1, 1), (4, 4), (5, 3), (3, 5), (16, 16), (2, 6, 6)]
 
 
+@pytest.mark.parametrize("dt", CPLX, ids=ids(CPLX))
 @pytest.mark.parametrize("shape", LU_SHAPES, ids=str)
-def test_lu(shape):
+def test_lu(shape, dt):
   # Partial pivoting picks the same rows as LAPACK: pivots and permutation bit-exact.
-  check(lax.linalg.lu, rand(np.float32, shape, 11), **tol(np.float32))
+  check(lax.linalg.lu, rand(dt, shape, 11), **tol(dt))
 
 
 @pytest.mark.parametrize("shape", [(4, 4), (2, 5, 5)], ids=str)
@@ -341,16 +361,18 @@ def test_lu_half(dt):
 SOLVE_SHAPES = [(1, 1), (4, 4), (16, 16), (3, 5, 5)]
 
 
+@pytest.mark.parametrize("dt", CPLX, ids=ids(CPLX))
 @pytest.mark.parametrize("shape", SOLVE_SHAPES, ids=str)
-def test_solve_inv(shape):
-  a, b = general(shape, seed=1), rand(np.float32, shape[:-1] + (2,), 2)
-  check(lambda a, b: (jnp.linalg.solve(a, b), jnp.linalg.inv(a)), a, b, **tol(np.float32))
+def test_solve_inv(shape, dt):
+  a, b = general(shape, dt, seed=1), rand(dt, shape[:-1] + (2,), 2)
+  check(lambda a, b: (jnp.linalg.solve(a, b), jnp.linalg.inv(a)), a, b, **tol(dt))
 
 
+@pytest.mark.parametrize("dt", CPLX, ids=ids(CPLX))
 @pytest.mark.parametrize("shape", SOLVE_SHAPES + [(0, 0)], ids=str)
-def test_det_slogdet(shape):
-  a = general(shape, seed=3) / max(1, shape[-1])  # keep det moderate
-  check(lambda a: (jnp.linalg.det(a), *jnp.linalg.slogdet(a)), a, **tol(np.float32))
+def test_det_slogdet(shape, dt):
+  a = (general(shape, dt, seed=3) / max(1, shape[-1])).astype(dt)  # keep det moderate
+  check(lambda a: (jnp.linalg.det(a), *jnp.linalg.slogdet(a)), a, **tol(dt))
 
 
 @pytest.mark.parametrize("shape", [(4, 4), (6, 3), (3, 6), (2, 4, 5)], ids=str)
@@ -427,10 +449,9 @@ def test_unimplemented_raise_naming_the_op(name, fn):
 
 @pytest.mark.parametrize("name,fn,dt", [
     ("cholesky", jnp.linalg.cholesky, np.float64),
-    ("cholesky", jnp.linalg.cholesky, np.complex64),
-    ("triangular_solve", lambda a: jsl.solve_triangular(a, a), np.complex64),
+    ("triangular_solve", lambda a: jsl.solve_triangular(a, a), np.float64),
     ("f64", lambda a: lax.linalg.eigh(a, symmetrize_input=False), np.float64),
-], ids=["cholesky-f64", "cholesky-c64", "trsolve-c64", "eigh-f64"])
+], ids=["cholesky-f64", "trsolve-f64", "eigh-f64"])
 def test_refused_types_name_the_op(name, fn, dt):
   x = spd((3, 3)).astype(dt)
   with pytest.raises(Exception, match=name):
