@@ -8,13 +8,19 @@
 // narrower than 32 bits are the low bits of 32-bit draws; 64-bit outputs join two 32-bit words.
 // Everything is lazy MLX integer arithmetic (uint32 words, uint64 for counters and 32x32->64
 // products).
+//
+// Also here: f32 log and log1p traced inside jax.random's samplers replay XLA:CPU's own
+// polynomials (xla_cpu_log.h) so that normal, exponential, gumbel, ... draws are bit-exact with
+// jax's CPU backend; this wraps elementwise.cc's rules, which stay as they are everywhere else.
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "lower/dtypes.h"
 #include "lower/lowering.h"
 #include "lower/rng.h"
+#include "lower/xla_cpu_log.h"
 #include "mlx/ops.h"
 
 namespace jaxmlx::lower {
@@ -225,10 +231,45 @@ StatusOr<Values> lower_rng_bit_generator(LowerContext& ctx, const ir::Op& op, co
   return Values{d.state, out};
 }
 
+// True when `op` was traced inside one of jax.random's jitted samplers (jax names each
+// stablehlo op by its name stack: "jit(f)/jit(_normal)/jit(_normal_real)/erf_inv").
+bool in_random_sampler(const ir::Op& op) {
+  static constexpr const char* kSamplers[] = {
+      "_uniform", "_normal", "_normal_real", "_truncated_normal", "_exponential", "_gumbel",
+      "_laplace", "_logistic", "_gamma", "_beta", "_dirichlet", "_cauchy", "_t", "_pareto",
+      "_poisson", "_poisson_knuth", "_poisson_rejection", "_chisquare", "_f", "_maxwell",
+      "_double_sided_maxwell", "_weibull_min", "_generalized_normal", "_rayleigh", "_wald",
+      "_geometric", "_lognormal", "_binomial", "_binomial_inversion", "_btrs", "_ball",
+      "_multivariate_normal", "_triangular", "_bernoulli"};
+  if (op.loc == nullptr || op.loc->name.empty()) return false;
+  const std::string& n = op.loc->name;
+  for (const char* s : kSamplers)
+    if (n.find("jit(" + std::string(s) + ")") != std::string::npos) return true;
+  return false;
+}
+
+// f32 log / log1p inside jax.random's samplers replay XLA:CPU's polynomials (xla_cpu_log.h), so
+// samples are bit-exact with jax's CPU backend; elsewhere the faster MLX rule `plain` runs.
+LowerFn xla_exact_in_samplers(LowerFn plain, mx::array (*exact)(const mx::array&)) {
+  return [plain = std::move(plain), exact](LowerContext& ctx, const ir::Op& op,
+                                           const Values& in) -> StatusOr<Values> {
+    if (in.size() == 1 && in[0].dtype() == mx::float32 && in_random_sampler(op))
+      return Values{exact(in[0])};
+    if (!plain) return ctx.unsupported(op, "no rule");
+    return plain(ctx, op, in);
+  };
+}
+
 }  // namespace
 
 void register_rng(Registry& r) {
   r.add(ir::OpKind::kRngBitGenerator, lower_rng_bit_generator);
+  // Wraps elementwise.cc's rules, registered before this (registry.cc's order).
+  for (auto [kind, exact] : {std::pair{ir::OpKind::kLog, &xla_cpu_log_f32},
+                             std::pair{ir::OpKind::kLogPlusOne, &xla_cpu_log1p_f32}}) {
+    const LowerFn* plain = r.find(kind);
+    r.add(kind, xla_exact_in_samplers(plain ? *plain : LowerFn(), exact));
+  }
   // stablehlo.rng (lax.rng_uniform) is stateful in XLA (each run draws anew); it has no rule
   // here, so programs using it fail at compile with the op named rather than repeat numbers.
 }
