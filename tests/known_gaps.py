@@ -8,6 +8,10 @@ entry is removed here, and the coverage report lists what is missing and why.
 from __future__ import annotations
 
 KNOWN_GAPS: dict[str, str] = {
+    "tests/ops/test_narrow_types.py::test_convert_from_every_pattern[float4_e2m1fn-int":
+        "XLA's CPU converts float4_e2m1fn +-6.0 to the integer type's max/min (its bug); we give +-6",
+    "tests/ops/test_narrow_types.py::test_convert_from_every_pattern[float4_e2m1fn-uint8]":
+        "XLA's CPU converts float4_e2m1fn 6.0 to 255 (its bug); we give 6",
 }
 
 

@@ -9,6 +9,7 @@
 
 #include "ir/printer.h"
 #include "lower/dtypes.h"
+#include "lower/emulated_types.h"
 #include "mlx/mlx.h"
 
 namespace jaxmlx::lower {
@@ -270,7 +271,8 @@ StatusOr<Values> Interpreter::lower_op(const ir::Op& op, const Values& in) {
   if (rule == nullptr) return unsupported(op, "no MLX lowering");
   StatusOr<Values> out = Values{};
   try {
-    out = (*rule)(*this, op, in);
+    // Types MLX cannot compute in run the rule in a native type (emulated_types.h).
+    out = apply_rule(*this, op, in, *rule);
   } catch (const std::bad_alloc&) {
     return resource_exhausted(where(op) + ": out of memory");
   } catch (const std::invalid_argument& e) {

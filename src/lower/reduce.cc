@@ -11,6 +11,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "lower/emulated_types.h"
 #include "lower/shape_util.h"
 
 namespace jaxmlx::lower {
@@ -111,7 +112,7 @@ StatusOr<Values> apply_body(LowerContext& ctx, const ir::Region& region, const V
     if (op.kind == ir::OpKind::kReturn) return in;
     const LowerFn* fn = Registry::global().find(op.kind);
     if (fn == nullptr) return ctx.unsupported(op, "no MLX lowering (inside a reduce body)");
-    ASSIGN_OR_RETURN(Values out, (*fn)(ctx, op, in));
+    ASSIGN_OR_RETURN(Values out, apply_rule(ctx, op, in, *fn));  // emulated_types.h
     if (out.size() != op.results.size()) return ctx.malformed(op, "wrong result count");
     for (size_t i = 0; i < out.size(); ++i) env.insert_or_assign(op.results[i].id, out[i]);
   }

@@ -11,7 +11,8 @@ std::string non_native_reason(ir::ElementType t) {
   std::string name(ir::element_type_name(t));
   if (t == ir::ElementType::kF64 || t == ir::ElementType::kC128)
     return name + " compute is not supported (MLX has no " + name +
-           "; JAX_MLX_F64=downcast is not implemented yet)";
+           " on GPUs); set JAX_MLX_F64=downcast to compute it in " +
+           (t == ir::ElementType::kF64 ? "f32" : "complex64") + " (lossy)";
   return name + " compute is not supported (MLX has no " + name + " type)";
 }
 
