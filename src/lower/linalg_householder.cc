@@ -10,7 +10,8 @@
 // MLX's qr returns Q and R, not the reflectors, so both are built here from MLX ops, one
 // reflector per column (k = min(m, n) steps, each a rank-1 update of the trailing block). They
 // run on the default stream: no LAPACK involved, so this also runs on a GPU. Real and complex64;
-// f16/bf16 are computed in f32.
+// f16/bf16 are computed in f32. The same reflectors give jaxmlx.hessenberg (LAPACK gehrd), which
+// jax lowers only through LAPACK.
 #include <algorithm>
 
 #include "lower/linalg_common.h"
@@ -141,9 +142,41 @@ StatusOr<Values> lower_householder_product(LowerContext& ctx, const ir::Op& op, 
   return Values{mx::astype(q, out)};
 }
 
+// jaxmlx.hessenberg (LAPACK gehrd with ilo = 1, ihi = n): (batch..., n, n) -> (packed a', taus
+// (batch..., n - 1)). H_j reduces column j below its subdiagonal; a' holds the Hessenberg matrix
+// on and above the first subdiagonal and v_j's tail below it (for reals the last tau is 0).
+StatusOr<Values> lower_hessenberg(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  if (in.size() != 1 || op.results.size() != 2) return ctx.malformed(op, "hessenberg: 1 -> 2");
+  ASSIGN_OR_RETURN(mx::Dtype ct, qr_compute_dtype(ctx, op));
+  ASSIGN_OR_RETURN(mx::Dtype out, linalg::result_dtype(ctx, op, 0));
+  mx::array a = mx::astype(in[0], ct);
+  const int n = a.shape(-1);
+  mx::Shape tau_shape = a.shape();
+  tau_shape.pop_back();
+  tau_shape.back() = 1;
+  Values taus;
+  for (int j = 0; j + 1 < n; ++j) {  // the last one only makes a complex subdiagonal real
+    Reflector h = householder(block(a, j + 1, j + 2, j, j + 1), block(a, j + 2, n, j, j + 1));
+    mx::array v = with_unit_head(h.tail);  // (batch..., n-j-1, 1)
+    // From the right on all rows: a[:, j+1:] -= tau (a[:, j+1:] v) v^H.
+    mx::array right = block(a, 0, n, j + 1, n);
+    mx::array av_h = mx::matmul(mx::matmul(right, v), conj_if(mx::swapaxes(v, -1, -2)));
+    right = mx::subtract(right, mx::multiply(h.tau, av_h));
+    a = put_block(a, right, 0, j + 1);
+    // Then H^H from the left on the trailing rows.
+    a = put_block(a, reflect(block(a, j + 1, n, j + 1, n), v, conj_if(h.tau)), j + 1, j + 1);
+    a = put_block(a, mx::concatenate({h.head, h.tail}, -2), j + 1, j);
+    taus.push_back(mx::reshape(h.tau, tau_shape));
+  }
+  mx::array tau = taus.empty() ? mx::zeros(storage_shape(result_type(op, 1)), ct)
+                               : mx::concatenate(taus, -1);
+  return Values{mx::astype(a, out), mx::astype(tau, out)};
+}
+
 }  // namespace
 
 void register_linalg_householder(Registry& r) {
+  r.add_custom_call("jaxmlx.hessenberg", lower_hessenberg);
   r.add_custom_call("Qr", lower_qr);
   r.add_custom_call("ProductOfElementaryHouseholderReflectors", lower_householder_product);
 }

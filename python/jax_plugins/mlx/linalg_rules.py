@@ -10,6 +10,7 @@ src/lower/linalg.cc implements with MLX's routines:
     jaxmlx.eig(a) -> (w[, vr])                "vr=R"
     jaxmlx.lu(a) -> (lu, pivots, permutation)
     jaxmlx.lu_pivots_to_permutation(p) -> permutation
+    jaxmlx.hessenberg(a) -> (a', taus)        LAPACK gehrd's packed form
 
 (backend_config is a string of comma-separated integer settings.) cholesky, triangular_solve
 and qr need no rule here: jax's default lowerings (stablehlo.cholesky, stablehlo.triangular_solve,
@@ -72,6 +73,10 @@ def _lu_pivots_to_permutation_rule(ctx, pivots, *, permutation_size):
                       f"size={permutation_size}")
 
 
+def _hessenberg_rule(ctx, operand):
+  return _custom_call(ctx, "jaxmlx.hessenberg", [operand])
+
+
 def _unsupported(name):
   def rule(ctx, *args, **kwargs):
     raise NotImplementedError(
@@ -88,7 +93,7 @@ def register(platform: str) -> None:
       lax_linalg.lu_p: _lu_rule,
       lax_linalg.lu_pivots_to_permutation_p: _lu_pivots_to_permutation_rule,
       lax_linalg.schur_p: _unsupported("schur"),
-      lax_linalg.hessenberg_p: _unsupported("hessenberg"),
+      lax_linalg.hessenberg_p: _hessenberg_rule,
       lax_linalg.tridiagonal_p: _unsupported("tridiagonal"),
   }
   for prim, rule in rules.items():
