@@ -91,5 +91,16 @@ void register_dot(Registry& r);           // dot.cc: dot, dot_general
 void register_control_flow(Registry& r);  // control_flow.cc: while, case, if, call, ...
 void register_rng(Registry& r);           // rng.cc: rng_bit_generator, rng
 void register_custom_call(Registry& r);   // custom_call.cc: the custom calls jax emits
+void register_fma(Registry& r);            // fma.cc: jaxmlx.fma/fms/fnma (passes/contract_fma)
+void register_shape_dynamic(Registry& r);  // shape_dynamic.cc: dynamic_pad, tuples, dims, ids
+void register_batch_norm(Registry& r);     // batch_norm.cc: batch_norm_{training,inference,grad}
+void register_sort(Registry& r);          // sort.cc: sort (any comparator), ApproxTopK
+void register_convolution(Registry& r);   // convolution.cc: convolution
+void register_window(Registry& r);        // window.cc: reduce_window, select_and_scatter
+void register_linalg(Registry& r);        // linalg.cc: cholesky, triangular_solve, Qr, eigh, svd...
+void register_gather(Registry& r);        // gather.cc, scatter.cc: gather, dynamic_gather, scatter
+void register_host_callback(Registry& r);  // host_callback.cc: jaxmlx.host_callback (Python)
+void register_collective(Registry& r);     // collective.cc: all_reduce, all_gather, ... (1 device)
+void register_fft(Registry& r);          // fft.cc: fft (FFT, IFFT, RFFT, IRFFT)
 
 }  // namespace jaxmlx::lower

@@ -29,6 +29,17 @@ const Registry& Registry::global() {
     register_control_flow(*r);
     register_rng(*r);
     register_custom_call(*r);
+    register_fma(*r);
+    register_shape_dynamic(*r);
+    register_batch_norm(*r);
+    register_sort(*r);
+    register_convolution(*r);
+    register_window(*r);
+    register_linalg(*r);
+    register_gather(*r);
+    register_host_callback(*r);
+    register_collective(*r);
+    register_fft(*r);
     return r;
   }();
   return *registry;
