@@ -8,6 +8,9 @@ entry is removed here, and the coverage report lists what is missing and why.
 from __future__ import annotations
 
 KNOWN_GAPS: dict[str, str] = {
+    "tests/ops/test_complex.py::test_dot_nonfinite":
+        "MLX's complex64 matmul gives +-inf where XLA's 4-product formula gives NaN (inf * 0 "
+        "terms); needs a non-finite-aware complex dot in dot.cc",
     "tests/ops/test_narrow_types.py::test_convert_from_every_pattern[float4_e2m1fn-int":
         "XLA's CPU converts float4_e2m1fn +-6.0 to the integer type's max/min (its bug); we give +-6",
     "tests/ops/test_narrow_types.py::test_convert_from_every_pattern[float4_e2m1fn-uint8]":

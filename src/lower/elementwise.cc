@@ -158,6 +158,7 @@ void register_arithmetic(Registry& r) {
     return mx::negative(in[0]);
   }));
   r.add(ir::OpKind::kAbs, rule(kNumeric, [](const Values& in, E t) {
+    if (ir::is_complex(t)) return ew::complex_abs(in[0]);
     return is_unsigned(t) ? in[0] : mx::abs(in[0]);
   }));
   r.add(ir::OpKind::kSign, rule(kNumeric, lower_sign));
@@ -201,23 +202,27 @@ void add_math(Registry& r, ir::OpKind kind, unsigned allowed,
 
 void register_math(Registry& r) {
   add_math(r, ir::OpKind::kExponential, kFloating, mx::exp);
-  add_math(r, ir::OpKind::kExponentialMinusOne, kFloat, mx::expm1);
+  r.add(ir::OpKind::kExponentialMinusOne, rule(kFloating, [](const Values& in, E t) {
+    return ir::is_complex(t) ? ew::complex_expm1(in[0]) : mx::expm1(in[0]);
+  }));
   add_math(r, ir::OpKind::kLog, kFloating, mx::log);
-  add_math(r, ir::OpKind::kLogPlusOne, kFloat, mx::log1p);
-  add_math(r, ir::OpKind::kLogistic, kFloat, mx::sigmoid);
+  r.add(ir::OpKind::kLogPlusOne, rule(kFloating, [](const Values& in, E t) {
+    return ir::is_complex(t) ? ew::complex_log1p(in[0]) : mx::log1p(in[0]);
+  }));
+  r.add(ir::OpKind::kLogistic, rule(kFloating, [](const Values& in, E t) {
+    return ir::is_complex(t) ? ew::complex_logistic(in[0]) : mx::sigmoid(in[0]);
+  }));
   add_math(r, ir::OpKind::kSqrt, kFloating, mx::sqrt);
-  add_math(r, ir::OpKind::kRsqrt, kFloat, mx::rsqrt);
+  r.add(ir::OpKind::kRsqrt, rule(kFloating, [](const Values& in, E t) {
+    return ir::is_complex(t) ? ew::complex_rsqrt(in[0]) : mx::rsqrt(in[0]);
+  }));
   add_math(r, ir::OpKind::kSine, kFloating, mx::sin);
   add_math(r, ir::OpKind::kCosine, kFloating, mx::cos);
-  add_math(r, ir::OpKind::kTan, kFloating, mx::tan);
+  r.add(ir::OpKind::kTan, rule(kFloating, [](const Values& in, E t) {
+    return ir::is_complex(t) ? ew::complex_tan(in[0]) : mx::tan(in[0]);
+  }));
   r.add(ir::OpKind::kTanh, rule(kFloating, [](const Values& in, E t) {
-    mx::array y = mx::tanh(in[0]);
-    if (!ir::is_complex(t)) return y;
-    // tanh(+-0 + NaN i): C99 (MLX) keeps the zero real part, XLA gives NaN + NaN i.
-    mx::array nan = float_scalar(std::numeric_limits<float>::quiet_NaN(), mx::float32);
-    mx::array odd = mx::logical_and(mx::equal(mx::real(in[0]), float_scalar(0, mx::float32)),
-                                    mx::isnan(mx::imag(in[0])));
-    return mx::where(odd, ew::make_complex(nan, nan), y);
+    return ir::is_complex(t) ? ew::complex_tanh(in[0]) : mx::tanh(in[0]);
   }));
   add_math(r, ir::OpKind::kFloor, kFloat, mx::floor);
   add_math(r, ir::OpKind::kCeil, kFloat, mx::ceil);

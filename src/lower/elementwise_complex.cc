@@ -1,5 +1,6 @@
-// complex64 multiply, divide and power with XLA's formulas, so that results agree with XLA on
-// non-finite parts too (MLX uses std::complex, whose C99 recovery rules differ).
+// complex64 multiply, divide, power, expm1, log1p, rsqrt and logistic with XLA's formulas, so
+// that results agree with XLA on non-finite parts too (MLX uses std::complex, whose C99
+// recovery rules differ, and has no complex expm1/log1p/rsqrt).
 #include <limits>
 
 #include "lower/elementwise_internal.h"
@@ -98,6 +99,72 @@ mx::array complex_power(const mx::array& x, const mx::array& y) {
              where(logical_and(inf_base, mx::less(c, zero)), zero, re));
   im = where(logical_and(inf_base, mx::not_equal(c, zero)), zero, im);
   return make_complex(re, im);
+}
+
+// e^(x+iy) - 1 = (expm1(x) cos y + (cos y - 1)) + i e^x sin y, with cos y - 1 = -2 sin^2(y/2)
+// so that small |z| keeps its relative precision.
+mx::array complex_expm1(const mx::array& z) {
+  mx::array x = mx::real(z), y = mx::imag(z);
+  mx::array s = mx::sin(mx::multiply(y, f32(0.5)));
+  mx::array cos_m1 = mx::multiply(f32(-2), mx::multiply(s, s));
+  mx::array re = mx::add(mx::multiply(mx::expm1(x), mx::cos(y)), cos_m1);
+  // A zero imaginary part stays exact (e^x may be inf, and inf * sin(0) would be NaN).
+  mx::array im = mx::where(mx::equal(y, f32(0)), y, mx::multiply(mx::exp(x), mx::sin(y)));
+  return make_complex(re, im);
+}
+
+// |z| is NaN when either part is NaN (XLA), even if the other is inf (C99 hypot says inf).
+mx::array complex_abs(const mx::array& z) {
+  mx::array any_nan = mx::logical_or(mx::isnan(mx::real(z)), mx::isnan(mx::imag(z)));
+  return mx::where(any_nan, f32(std::numeric_limits<float>::quiet_NaN()), mx::abs(z));
+}
+
+// XLA's tanh/tan give NaN parts where C99 (MLX) keeps an exact zero: tanh(+-0 + NaN i),
+// tanh(x + inf i) for finite x (real part), and tan(z) = -i tanh(iz) mirrored.
+mx::array complex_tanh(const mx::array& z) {
+  mx::array x = mx::real(z), y = mx::imag(z), t = mx::tanh(z);
+  mx::array nan = f32(std::numeric_limits<float>::quiet_NaN());
+  mx::array zero_nan = mx::logical_and(mx::equal(x, f32(0)), mx::isnan(y));
+  mx::array inf_y = mx::logical_and(mx::isfinite(x), mx::logical_not(mx::isfinite(y)));
+  mx::array re = mx::where(mx::logical_or(zero_nan, inf_y), nan, mx::real(t));
+  mx::array im = mx::where(zero_nan, nan, mx::imag(t));
+  return make_complex(re, im);
+}
+
+mx::array complex_tan(const mx::array& z) {
+  // tan(x + iy) = -i tanh(-y + ix): complex_tanh's cases with the parts swapped.
+  mx::array x = mx::real(z), y = mx::imag(z), t = mx::tan(z);
+  mx::array nan = f32(std::numeric_limits<float>::quiet_NaN());
+  mx::array zero_nan = mx::logical_and(mx::equal(y, f32(0)), mx::isnan(x));
+  mx::array inf_x = mx::logical_and(mx::isfinite(y), mx::logical_not(mx::isfinite(x)));
+  mx::array re = mx::where(zero_nan, nan, mx::real(t));
+  mx::array im = mx::where(mx::logical_or(zero_nan, inf_x), nan, mx::imag(t));
+  return make_complex(re, im);
+}
+
+// log(1+z) = log|1+z| + i atan2(y, 1+x), with log|1+z| = log(mx) + log1p((mn/mx)^2)/2 over the
+// larger (mx) and smaller (mn) of |1+x|, |y|; log(mx) is taken as log1p(x) when mx is |1+x|
+// (exact for small x).
+mx::array complex_log1p(const mx::array& z) {
+  using mx::abs, mx::maximum, mx::minimum, mx::where;
+  mx::array x = mx::real(z), y = mx::imag(z), one = f32(1);
+  mx::array xp1 = mx::add(x, one);
+  mx::array axp1 = abs(xp1), ay = abs(y);
+  mx::array mx_ = maximum(axp1, ay), mn = minimum(axp1, ay);
+  mx::array r = mx::divide(mn, mx_);
+  mx::array log_mx = mx::log1p(where(mx::greater_equal(xp1, ay), x, mx::subtract(mx_, one)));
+  mx::array tail = mx::log1p(where(mx::equal(mn, mx_), one, mx::multiply(r, r)));
+  mx::array re = mx::add(log_mx, mx::multiply(f32(0.5), tail));
+  return make_complex(re, mx::arctan2(y, xp1));
+}
+
+mx::array complex_rsqrt(const mx::array& z) {
+  return complex_divide(mx::ones_like(z), mx::sqrt(z));
+}
+
+mx::array complex_logistic(const mx::array& z) {
+  mx::array one = mx::ones_like(z);
+  return complex_divide(one, mx::add(one, mx::exp(mx::negative(z))));
 }
 
 }  // namespace jaxmlx::lower::ew

@@ -34,6 +34,15 @@ mx::array make_complex(const mx::array& re, const mx::array& im);
 mx::array complex_multiply(const mx::array& a, const mx::array& b);
 mx::array complex_divide(const mx::array& a, const mx::array& b);
 mx::array complex_power(const mx::array& a, const mx::array& b);
+// complex64 expm1 / log1p / rsqrt / logistic (MLX's ops take real inputs only).
+mx::array complex_expm1(const mx::array& z);
+mx::array complex_log1p(const mx::array& z);
+mx::array complex_rsqrt(const mx::array& z);
+mx::array complex_logistic(const mx::array& z);
+// complex64 abs / tanh / tan with XLA's NaN results where C99 (MLX) differs.
+mx::array complex_abs(const mx::array& z);
+mx::array complex_tanh(const mx::array& z);
+mx::array complex_tan(const mx::array& z);
 
 // The compare rule (compare is registered by elementwise.cc).
 StatusOr<Values> lower_compare(LowerContext& ctx, const ir::Op& op, const Values& in);
