@@ -35,9 +35,7 @@ StatusOr<ConvSpec> read_spec(LowerContext& ctx, const ir::Op& op, const ir::Conv
   ConvSpec s;
   s.nsp = static_cast<int>(dn.input_spatial_dimensions.size());
   const size_t n = static_cast<size_t>(s.nsp);
-  auto or_ones = [&](std::vector<int64_t> v) {
-    return v.empty() ? std::vector<int64_t>(n, 1) : v;
-  };
+  auto or_ones = [&](std::vector<int64_t> v) { return v.empty() ? std::vector<int64_t>(n, 1) : v; };
   s.strides = or_ones(op.get_i64s("window_strides"));
   s.lhs_dil = or_ones(op.get_i64s("lhs_dilation"));
   s.rhs_dil = or_ones(op.get_i64s("rhs_dilation"));
@@ -85,25 +83,35 @@ mx::array fold_batch_groups(const mx::array& x, int64_t bg) {
   return mx::reshape(t, folded);
 }
 
+// The canonical input [N, S..., C] dilated by lhs_dilation and padded (zeros; negative crops).
+mx::array pad_input(const mx::array& x, const ConvSpec& s) {
+  std::vector<int64_t> lo{0}, hi{0}, interior{0};
+  for (int d = 0; d < s.nsp; ++d) {
+    lo.push_back(s.pad_lo[d]);
+    hi.push_back(s.pad_hi[d]);
+    interior.push_back(s.lhs_dil[d] - 1);
+  }
+  lo.push_back(0), hi.push_back(0), interior.push_back(0);
+  return pad_dilate(x, mx::zeros({}, x.dtype()), lo, hi, interior);
+}
+
 // A float convolution of canonical operands (f32), output [N, OS..., O].
 mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t groups) {
   auto ints = [](const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); };
-  const bool negative = std::any_of(s.pad_lo.begin(), s.pad_lo.end(), [](int64_t p) { return p < 0; }) ||
-                        std::any_of(s.pad_hi.begin(), s.pad_hi.end(), [](int64_t p) { return p < 0; });
+  const bool negative =
+      std::any_of(s.pad_lo.begin(), s.pad_lo.end(), [](int64_t p) { return p < 0; }) ||
+      std::any_of(s.pad_hi.begin(), s.pad_hi.end(), [](int64_t p) { return p < 0; });
   std::vector<int64_t> lo = s.pad_lo, hi = s.pad_hi, ldil = s.lhs_dil;
   if (negative) {
     // MLX cannot crop; pad (and dilate, which precedes cropping in StableHLO) explicitly.
-    std::vector<int64_t> plo{0}, phi{0}, pin{0};
-    for (int d = 0; d < s.nsp; ++d) plo.push_back(lo[d]), phi.push_back(hi[d]), pin.push_back(ldil[d] - 1);
-    plo.push_back(0), phi.push_back(0), pin.push_back(0);
-    x = pad_dilate(x, mx::zeros({}, x.dtype()), plo, phi, pin);
+    x = pad_input(x, s);
     std::fill(lo.begin(), lo.end(), 0);
     std::fill(hi.begin(), hi.end(), 0);
     std::fill(ldil.begin(), ldil.end(), 1);
   }
   auto conv = [&](const mx::array& a, const mx::array& b, int g) {
-    return mx::conv_general(a, b, ints(s.strides), ints(lo), ints(hi), ints(s.rhs_dil),
-                            ints(ldil), g);
+    return mx::conv_general(a, b, ints(s.strides), ints(lo), ints(hi), ints(s.rhs_dil), ints(ldil),
+                            g);
   };
   if (groups == 1 || s.nsp <= 2) return conv(x, w, static_cast<int>(groups));
   // MLX groups only 1- and 2-D convolutions: one convolution per group, concatenated.
@@ -122,11 +130,7 @@ mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t
 // strided input window times that offset's kernel slice, summed over the group's features.
 mx::array int_conv(const mx::array& x_in, const mx::array& w, const ConvSpec& s, int64_t groups,
                    const mx::Shape& out_shape, mx::Dtype acc) {
-  std::vector<int64_t> lo{0}, hi{0}, in{0};
-  for (int d = 0; d < s.nsp; ++d)
-    lo.push_back(s.pad_lo[d]), hi.push_back(s.pad_hi[d]), in.push_back(s.lhs_dil[d] - 1);
-  lo.push_back(0), hi.push_back(0), in.push_back(0);
-  mx::array x = pad_dilate(mx::astype(x_in, acc), mx::zeros({}, acc), lo, hi, in);
+  mx::array x = pad_input(mx::astype(x_in, acc), s);
   const int g = static_cast<int>(groups);
   const int n = out_shape[0], o = out_shape.back(), c = x.shape(-1), cg = c / g, og = o / g;
   int64_t rows = n;
@@ -149,12 +153,13 @@ mx::array int_conv(const mx::array& x_in, const mx::array& w, const ConvSpec& s,
     }
     start.push_back(0), ws.push_back(0), we.push_back(c);
     // [rows, G, 1, Cg] * [G, Og, Cg] summed over Cg (in chunks that bound the product).
-    mx::array xs = mx::reshape(strided_window(x, start, stride, count),
-                               {static_cast<int>(rows), g, 1, cg});
+    mx::array xs =
+        mx::reshape(strided_window(x, start, stride, count), {static_cast<int>(rows), g, 1, cg});
     mx::array wk = mx::reshape(mx::slice(wa, ws, we), {g, og, cg});
     for (int c0 = 0; c0 < cg; c0 += cc) {
       const int c1 = std::min(cg, c0 + cc);
-      mx::array xc = cc == cg ? xs : mx::slice(xs, {0, 0, 0, c0}, {static_cast<int>(rows), g, 1, c1});
+      mx::array xc =
+          cc == cg ? xs : mx::slice(xs, {0, 0, 0, c0}, {static_cast<int>(rows), g, 1, c1});
       mx::array wc = cc == cg ? wk : mx::slice(wk, {0, 0, c0}, {g, og, c1});
       // MLX widens small-int sums; the cast back wraps exactly (modular arithmetic).
       mx::array part = mx::astype(mx::sum(mx::multiply(xc, wc), 3), acc);
@@ -178,12 +183,12 @@ StatusOr<Values> lower_convolution(LowerContext& ctx, const ir::Op& op, const Va
   auto out_dt = storage_dtype(rt.dtype);
   if (!out_dt) return ctx.unsupported(op, "result type " + type_to_string(rt));
   // Canonical layouts: x [N, S..., C], w [O, K..., I], y [N, OS..., O].
-  mx::array x = mx::transpose(in[0], concat_dims(dn->input_batch_dimension,
-                                                 dn->input_spatial_dimensions,
-                                                 dn->input_feature_dimension));
-  mx::array w = mx::transpose(in[1], concat_dims(dn->kernel_output_feature_dimension,
-                                                 dn->kernel_spatial_dimensions,
-                                                 dn->kernel_input_feature_dimension));
+  mx::array x =
+      mx::transpose(in[0], concat_dims(dn->input_batch_dimension, dn->input_spatial_dimensions,
+                                       dn->input_feature_dimension));
+  mx::array w = mx::transpose(
+      in[1], concat_dims(dn->kernel_output_feature_dimension, dn->kernel_spatial_dimensions,
+                         dn->kernel_input_feature_dimension));
   std::vector<int> yperm = concat_dims(dn->output_batch_dimension, dn->output_spatial_dimensions,
                                        dn->output_feature_dimension);
   mx::Shape yshape;

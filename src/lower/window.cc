@@ -58,6 +58,13 @@ StatusOr<WindowSpec> read_window(LowerContext& ctx, const ir::Op& op, size_t ran
   return w;
 }
 
+// Where offset `k` of the first window lies in the padded operand (later windows: + strides).
+std::vector<int64_t> offset_start(const WindowSpec& w, const std::vector<int64_t>& k) {
+  std::vector<int64_t> s;
+  for (size_t d = 0; d < k.size(); ++d) s.push_back(k[d] * w.win_dil[d]);
+  return s;
+}
+
 // The number of windows per dim over the padded, dilated operand of shape `shape`.
 std::vector<int64_t> window_counts(const WindowSpec& w, const std::vector<int64_t>& shape) {
   std::vector<int64_t> out;
@@ -130,7 +137,8 @@ StatusOr<Masked> reduce_axis(LowerContext& ctx, const ir::Region& body, const Ma
   if (w <= kDirectAxisWindow) {
     Masked acc = take_axis(x, axis, 0, stride, count);
     for (int64_t k = 1; k < w; ++k) {
-      ASSIGN_OR_RETURN(acc, combine(ctx, body, acc, take_axis(x, axis, k * wd, stride, count), dts));
+      ASSIGN_OR_RETURN(acc,
+                       combine(ctx, body, acc, take_axis(x, axis, k * wd, stride, count), dts));
     }
     return acc;
   }
@@ -158,6 +166,23 @@ StatusOr<Masked> reduce_axis(LowerContext& ctx, const ir::Region& body, const Ma
     offset += int64_t{1} << b;
   }
   return take_axis(*acc, axis, 0, stride, count);
+}
+
+// XLA's order: the init value, then every window element in row-major window order.
+StatusOr<Values> fold_offsets(LowerContext& ctx, const ir::Region& body, const Masked& x,
+                              const Values& inits, const WindowSpec& w,
+                              const std::vector<int64_t>& counts,
+                              const std::vector<mx::Dtype>& dts) {
+  Masked acc;
+  for (const mx::array& init : inits) acc.v.push_back(mx::broadcast_to(init, to_shape(counts)));
+  for (const std::vector<int64_t>& k : box_offsets(w.dims)) {
+    const std::vector<int64_t> start = offset_start(w, k);
+    Masked xk;
+    for (const mx::array& a : x.v) xk.v.push_back(strided_window(a, start, w.strides, counts));
+    if (x.m) xk.m = strided_window(*x.m, start, w.strides, counts);
+    ASSIGN_OR_RETURN(acc, combine(ctx, body, acc, xk, dts));
+  }
+  return acc.v;
 }
 
 StatusOr<Values> lower_reduce_window(LowerContext& ctx, const ir::Op& op, const Values& in) {
@@ -191,21 +216,8 @@ StatusOr<Values> lower_reduce_window(LowerContext& ctx, const ir::Op& op, const 
     return res;
   }
   x.m = valid_mask(w, in[0].shape());
-  Masked acc;
-  if (offsets <= kDirectFoldOffsets) {
-    // XLA's order: init, then every window element in row-major window order.
-    for (size_t i = 0; i < n; ++i) acc.v.push_back(mx::broadcast_to(inits[i], out_shape));
-    for (const std::vector<int64_t>& k : box_offsets(w.dims)) {
-      std::vector<int64_t> start;
-      for (size_t d = 0; d < rank; ++d) start.push_back(k[d] * w.win_dil[d]);
-      Masked xk;
-      for (const mx::array& a : x.v) xk.v.push_back(strided_window(a, start, w.strides, counts));
-      if (x.m) xk.m = strided_window(*x.m, start, w.strides, counts);
-      ASSIGN_OR_RETURN(acc, combine(ctx, body, acc, xk, dts));
-    }
-    return acc.v;
-  }
-  acc = x;
+  if (offsets <= kDirectFoldOffsets) return fold_offsets(ctx, body, x, inits, w, counts, dts);
+  Masked acc = x;
   for (size_t d = 0; d < rank; ++d) {
     const int axis = static_cast<int>(d);
     if (w.dims[d] == 1) {
@@ -221,39 +233,24 @@ StatusOr<Values> lower_reduce_window(LowerContext& ctx, const ir::Op& op, const 
   return res.v;
 }
 
-StatusOr<Values> lower_select_and_scatter(LowerContext& ctx, const ir::Op& op, const Values& in) {
-  if (in.size() != 3 || op.regions.size() != 2 || op.regions[0].empty() || op.regions[1].empty())
-    return ctx.malformed(op, "select_and_scatter needs operand, source, init and two bodies");
-  const ir::Type &t = operand_type(op, 0), &st = operand_type(op, 1);
-  if (!is_static(t) || !is_static(st)) return ctx.unsupported(op, "dynamic shapes");
-  RETURN_IF_ERROR(require_native(ctx, op));
-  const size_t rank = static_cast<size_t>(t.rank());
-  ASSIGN_OR_RETURN(WindowSpec w, read_window(ctx, op, rank));
-  for (size_t d = 0; d < rank; ++d)
-    if (w.lo[d] < 0 || w.hi[d] < 0) return ctx.unsupported(op, "negative padding");
-  const mx::Dtype out_dt = *storage_dtype(result_type(op).dtype);
-  const mx::array init = mx::astype(in[2], out_dt);
-  const mx::Shape rshape = storage_shape(result_type(op));
-  std::vector<int64_t> counts = window_counts(w, t.dims);
-  if (to_shape(counts) != in[1].shape()) return ctx.malformed(op, "source shape mismatch");
-  int64_t offsets = 1;
-  for (int64_t d : w.dims) offsets *= d;
-  if (in[0].size() == 0 || in[1].size() == 0 || offsets == 0)
-    return Values{mx::broadcast_to(init, rshape)};
-  mx::array x = pad_dilate(in[0], mx::zeros({}, in[0].dtype()), w.lo, w.hi, {});
-  std::optional<mx::array> mask = valid_mask(w, in[0].shape());
+// The selected window offset of every window (best_k) and whether the window had any element
+// (has; nullopt without padding): the first valid element, replaced by a later one whenever
+// select(selected, candidate) is false.
+struct Selection {
+  mx::array best_k;
+  std::optional<mx::array> has;
+};
+
+StatusOr<Selection> select_in_windows(LowerContext& ctx, const ir::Region& select,
+                                      const mx::array& x, const std::optional<mx::array>& mask,
+                                      const WindowSpec& w, const std::vector<int64_t>& counts) {
   const std::vector<std::vector<int64_t>> ks = box_offsets(w.dims);
-  auto start_of = [&](const std::vector<int64_t>& k) {
-    std::vector<int64_t> s;
-    for (size_t d = 0; d < rank; ++d) s.push_back(k[d] * w.win_dil[d]);
-    return s;
-  };
-  // 1. The selected offset of every window (first valid element, then select's verdicts).
   std::optional<mx::array> best, best_k, has;
   for (size_t j = 0; j < ks.size(); ++j) {
-    mx::array xk = strided_window(x, start_of(ks[j]), w.strides, counts);
+    const std::vector<int64_t> start = offset_start(w, ks[j]);
+    mx::array xk = strided_window(x, start, w.strides, counts);
     std::optional<mx::array> mk;
-    if (mask) mk = strided_window(*mask, start_of(ks[j]), w.strides, counts);
+    if (mask) mk = strided_window(*mask, start, w.strides, counts);
     const mx::array kval = mx::array(static_cast<int32_t>(j));
     if (!best) {
       best = xk;
@@ -261,8 +258,8 @@ StatusOr<Values> lower_select_and_scatter(LowerContext& ctx, const ir::Op& op, c
       has = mk;
       continue;
     }
-    ASSIGN_OR_RETURN(Values sel, apply_body_elementwise(ctx, op.regions[0], {*best, xk}));
-    if (sel.size() != 1) return ctx.malformed(op, "select body must return one value");
+    ASSIGN_OR_RETURN(Values sel, apply_body_elementwise(ctx, select, {*best, xk}));
+    if (sel.size() != 1) return invalid_argument("select body must return one value");
     mx::array take = mx::logical_not(mx::astype(sel[0], mx::bool_));
     if (mk) {
       take = mx::logical_and(*mk, mx::logical_or(mx::logical_not(*has), take));
@@ -271,15 +268,39 @@ StatusOr<Values> lower_select_and_scatter(LowerContext& ctx, const ir::Op& op, c
     best = mx::where(take, xk, *best);
     best_k = mx::where(take, kval, *best_k);
   }
-  // 2. Scatter the source values: for a given element XLA applies them in source row-major
-  // order, which is reverse row-major window-offset order.
+  return Selection{*best_k, has};
+}
+
+StatusOr<Values> lower_select_and_scatter(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  if (in.size() != 3 || op.regions.size() != 2 || op.regions[0].empty() || op.regions[1].empty())
+    return ctx.malformed(op, "select_and_scatter needs operand, source, init and two bodies");
+  const ir::Type& t = operand_type(op, 0);
+  if (!is_static(t) || !is_static(operand_type(op, 1)))
+    return ctx.unsupported(op, "dynamic shapes");
+  RETURN_IF_ERROR(require_native(ctx, op));
+  const size_t rank = static_cast<size_t>(t.rank());
+  ASSIGN_OR_RETURN(WindowSpec w, read_window(ctx, op, rank));
+  for (size_t d = 0; d < rank; ++d)
+    if (w.lo[d] < 0 || w.hi[d] < 0) return ctx.unsupported(op, "negative padding");
+  const mx::Dtype out_dt = *storage_dtype(result_type(op).dtype);
+  const mx::array init = mx::astype(in[2], out_dt);
+  std::vector<int64_t> counts = window_counts(w, t.dims);
+  if (to_shape(counts) != in[1].shape()) return ctx.malformed(op, "source shape mismatch");
+  const std::vector<std::vector<int64_t>> ks = box_offsets(w.dims);
+  if (in[0].size() == 0 || in[1].size() == 0 || ks.empty())
+    return Values{mx::broadcast_to(init, storage_shape(result_type(op)))};
+  mx::array x = pad_dilate(in[0], mx::zeros({}, in[0].dtype()), w.lo, w.hi, {});
+  ASSIGN_OR_RETURN(Selection sel, select_in_windows(ctx, op.regions[0], x,
+                                                    valid_mask(w, in[0].shape()), w, counts));
+  // Scatter: XLA applies the sources of one element in source row-major order, which is
+  // reverse row-major window-offset order.
   mx::array src = mx::astype(in[1], out_dt);
   mx::array acc = mx::broadcast_to(init, x.shape());
   for (size_t j = ks.size(); j-- > 0;) {
-    std::vector<int64_t> start = start_of(ks[j]);
+    const std::vector<int64_t> start = offset_start(w, ks[j]);
     mx::array cur = strided_window(acc, start, w.strides, counts);
-    mx::array chosen = mx::equal(*best_k, mx::array(static_cast<int32_t>(j)));
-    if (has) chosen = mx::logical_and(chosen, *has);
+    mx::array chosen = mx::equal(sel.best_k, mx::array(static_cast<int32_t>(j)));
+    if (sel.has) chosen = mx::logical_and(chosen, *sel.has);
     ASSIGN_OR_RETURN(Values upd, apply_body_elementwise(ctx, op.regions[1], {cur, src}));
     if (upd.size() != 1) return ctx.malformed(op, "scatter body must return one value");
     mx::array next = mx::where(chosen, mx::astype(upd[0], out_dt), cur);
@@ -291,7 +312,7 @@ StatusOr<Values> lower_select_and_scatter(LowerContext& ctx, const ir::Op& op, c
     }
     acc = mx::slice_update(acc, next, s, e, strides);
   }
-  // 3. Drop the padding (never selected).
+  // Drop the padding (never selected).
   std::vector<int64_t> neg_lo, neg_hi;
   for (size_t d = 0; d < rank; ++d) neg_lo.push_back(-w.lo[d]), neg_hi.push_back(-w.hi[d]);
   return Values{pad_dilate(acc, init, neg_lo, neg_hi, {})};

@@ -25,8 +25,8 @@ mx::array pad_dilate(const mx::array& x_in, const mx::array& fill, const std::ve
   bool crop = false, grow = false;
   for (int d = 0; d < r; ++d) {
     cstart[d] = static_cast<int>(std::clamp<int64_t>(-lo[d], 0, dil[d]));
-    cstop[d] = static_cast<int>(std::max<int64_t>(dil[d] - std::max<int64_t>(-hi[d], 0),
-                                                  cstart[d]));
+    cstop[d] =
+        static_cast<int>(std::max<int64_t>(dil[d] - std::max<int64_t>(-hi[d], 0), cstart[d]));
     crop |= cstart[d] != 0 || cstop[d] != dil[d];
     out[d] = static_cast<int>(std::max<int64_t>(dil[d] + lo[d] + hi[d], 0));
     pstart[d] = static_cast<int>(std::max<int64_t>(lo[d], 0));
