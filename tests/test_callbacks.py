@@ -455,3 +455,54 @@ def test_callback_dropped_executable_frees_registry_entry():
   jax.clear_caches()
   gc.collect()
   assert not (new & set(callbacks._registry))
+
+
+# ---- the worker and Python's GIL ----------------------------------------------------------------
+
+def test_compile_while_a_callback_is_running():
+  # jaxlib compiles (and asks for memory stats) holding the GIL, which the callback running on
+  # the device worker needs: compiling must not wait for the worker then.
+  import threading
+  import time
+
+  started = threading.Event()
+
+  def slow_callback(x):
+    started.set()
+    time.sleep(0.3)
+    return np.asarray(x) + 1
+
+  @jax.jit
+  def fn(x):
+    return jax.pure_callback(slow_callback, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+  mlx = jax.devices("mlx")[0]
+  x = jax.device_put(np.arange(3, dtype=np.float32), mlx)
+  y = fn(x)
+  started.wait(10)
+  z = jax.jit(lambda v: v * 3 - 1)(x)  # a new program, compiled while the callback runs
+  w = jax.jit(lambda v: jnp.sin(v) + 2)(y)  # and one that consumes the callback's result
+  assert_same(np.asarray(z), np.arange(3, dtype=np.float32) * 3 - 1, exact=True)
+  assert_same(np.asarray(w), _on(jax.devices("cpu")[0], lambda v: jnp.sin(v) + 2,
+                                 np.arange(3, dtype=np.float32) + 1))
+
+
+def test_exit_with_a_callback_in_flight():
+  # Python finalizing while a callback still runs on the worker must wait for it, not abort.
+  import os
+  import subprocess
+  import sys
+
+  script = (
+      "import time, jax, numpy as np\n"
+      "def slow(x):\n"
+      "  time.sleep(0.3)\n"
+      "  print('callback done', flush=True)\n"
+      "  return np.asarray(x)\n"
+      "f = jax.jit(lambda x: jax.pure_callback(slow, jax.ShapeDtypeStruct(x.shape, x.dtype), x))\n"
+      "y = f(jax.device_put(np.ones(2, np.float32), jax.devices('mlx')[0]))\n")
+  env = dict(os.environ, JAX_PLATFORMS="cpu,mlx")
+  proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                        timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "callback done" in proc.stdout

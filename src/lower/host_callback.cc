@@ -23,7 +23,9 @@
 // and across executions; tokens only carry jax's ordering into the IR. A program with a callback
 // is never replayed as a compiled graph (is_host_callback marks it as not straight-line; loop
 // regions containing custom calls are interpreted), so the callback runs on every execution.
-// At compile time (kTrial) the rule returns zeros and never calls Python.
+// At compile time (kTrial) the rule returns zeros and never calls Python. jaxlib compiles with
+// the GIL held, and compiling checks the program on the worker: while a callback waits for the
+// GIL there, the executable defers that check (host_callback_running) instead of deadlocking.
 // A callback must not wait for results of the mlx device: the worker is busy running it.
 #include "lower/host_callback.h"
 
@@ -43,6 +45,7 @@
 
 namespace {
 std::atomic<JaxmlxHostCallbackHandler> g_handler{nullptr};
+std::atomic<int> g_running{0};  // host callbacks in progress
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) void jaxmlx_set_host_callback_handler(
@@ -50,7 +53,13 @@ extern "C" __attribute__((visibility("default"))) void jaxmlx_set_host_callback_
   g_handler.store(handler);
 }
 
+extern "C" __attribute__((visibility("default"))) int32_t jaxmlx_host_callbacks_running() {
+  return g_running.load();
+}
+
 namespace jaxmlx::lower {
+
+bool host_callback_running() { return g_running.load() > 0; }
 
 bool is_host_callback(const ir::Op& op) {
   return op.kind == ir::OpKind::kCustomCall &&
@@ -134,9 +143,11 @@ StatusOr<Values> call_host(const ir::Op& op, uint64_t id,
     out.push_back(describe(p, static_cast<int64_t>(n), r));
   }
   std::string error(4096, '\0');
+  g_running.fetch_add(1);
   int32_t rc = handler(id, in.data(), static_cast<int64_t>(in.size()), out.data(),
                        static_cast<int64_t>(out.size()), error.data(),
                        static_cast<int64_t>(error.size()));
+  g_running.fetch_sub(1);
   if (rc != 0) {
     error.resize(std::min(error.find('\0'), error.size()));
     return failed_precondition(std::string(op.name()) + " @" + std::string(kHostCallbackTarget) +

@@ -23,6 +23,11 @@ inline constexpr std::string_view kHostCallbackTarget = "jaxmlx.host_callback";
 // program containing one is never captured into a replayed (mx::compile'd) graph.
 bool is_host_callback(const ir::Op& op);
 
+// True while the device worker is inside a host callback (calling into Python). Any thread may
+// ask: a thread that holds Python's GIL must not wait for the worker then (the callback waits
+// for the GIL).
+bool host_callback_running();
+
 }  // namespace jaxmlx::lower
 
 extern "C" {
@@ -50,6 +55,9 @@ typedef int32_t (*JaxmlxHostCallbackHandler)(uint64_t callback_id, const JaxmlxH
 
 // Installs (or, with NULL, removes) the handler. Exported from the plugin library.
 void jaxmlx_set_host_callback_handler(JaxmlxHostCallbackHandler handler);
+// How many handler calls are in progress (Python waits for them before it finalizes: a call
+// cut off by finalization would unwind through the worker). Exported from the plugin library.
+int32_t jaxmlx_host_callbacks_running(void);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -1,7 +1,12 @@
 // PJRT entry points of the client, its device, memory and topology, and plugin attributes.
+#include <array>
+#include <chrono>
 #include <cstring>
+#include <future>
+#include <memory>
 #include <string>
 
+#include "lower/host_callback.h"
 #include "mlx/mlx.h"
 #include "pjrt/entry_points.h"
 #include "pjrt/errors.h"
@@ -346,13 +351,27 @@ PJRT_Error* Device_DefaultMemory(PJRT_Device_DefaultMemory_Args* args) {
 PJRT_Error* Device_MemoryStats(PJRT_Device_MemoryStats_Args* args) {
   return guarded(args, [&]() -> Status {
     if (!args->device) return invalid_argument("PJRT_Device_MemoryStats: device is null");
-    size_t active = 0, peak = 0, limit = 0;
-    RETURN_IF_ERROR(args->device->client->worker->run_sync([&] {
-      active = mx::get_active_memory();
-      peak = mx::get_peak_memory();
-      limit = mx::get_memory_limit();
-      return Status();
-    }));
+    // jaxlib asks while it compiles, holding Python's GIL, which a host callback running on the
+    // worker may be waiting for: then MLX's counters (plain totals) are read from this thread.
+    auto read = [] {
+      return std::array<size_t, 3>{mx::get_active_memory(), mx::get_peak_memory(),
+                                   mx::get_memory_limit()};
+    };
+    auto done = std::make_shared<std::promise<std::array<size_t, 3>>>();
+    std::future<std::array<size_t, 3>> ready = done->get_future();
+    args->device->client->worker->post([read, done] { done->set_value(read()); });
+    std::array<size_t, 3> stats{};
+    for (;;) {
+      if (ready.wait_for(std::chrono::milliseconds(2)) == std::future_status::ready) {
+        stats = ready.get();
+        break;
+      }
+      if (lower::host_callback_running()) {
+        stats = read();
+        break;
+      }
+    }
+    auto [active, peak, limit] = stats;
     args->bytes_in_use = static_cast<int64_t>(active);
     args->peak_bytes_in_use = static_cast<int64_t>(peak);
     args->peak_bytes_in_use_is_set = true;

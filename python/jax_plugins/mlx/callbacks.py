@@ -20,10 +20,12 @@ a callback must not wait for results computed on the mlx device (that worker is 
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import itertools
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -165,6 +167,18 @@ def _install_handler():
     setter.restype = None
     setter(_trampoline_fn)
     _handler_installed = True
+    running = getattr(lib, "jaxmlx_host_callbacks_running", None)
+    if running is not None:
+      running.restype = ctypes.c_int32
+      atexit.register(_drain_at_exit, running)
+
+
+def _drain_at_exit(running, timeout_s=30.0):
+  # A callback still in flight when Python finalizes would be cut off inside the plugin's worker
+  # (an abort): give those calls the GIL until they return.
+  deadline = time.monotonic() + timeout_s
+  while running() > 0 and time.monotonic() < deadline:
+    time.sleep(0.001)
 
 
 def _function_name(fn):
