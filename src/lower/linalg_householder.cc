@@ -142,20 +142,17 @@ StatusOr<Values> lower_householder_product(LowerContext& ctx, const ir::Op& op, 
   return Values{mx::astype(q, out)};
 }
 
-// jaxmlx.hessenberg (LAPACK gehrd with ilo = 1, ihi = n): (batch..., n, n) -> (packed a', taus
-// (batch..., n - 1)). H_j reduces column j below its subdiagonal; a' holds the Hessenberg matrix
-// on and above the first subdiagonal and v_j's tail below it (for reals the last tau is 0).
-StatusOr<Values> lower_hessenberg(LowerContext& ctx, const ir::Op& op, const Values& in) {
-  if (in.size() != 1 || op.results.size() != 2) return ctx.malformed(op, "hessenberg: 1 -> 2");
-  ASSIGN_OR_RETURN(mx::Dtype ct, qr_compute_dtype(ctx, op));
-  ASSIGN_OR_RETURN(mx::Dtype out, linalg::result_dtype(ctx, op, 0));
-  mx::array a = mx::astype(in[0], ct);
+// LAPACK gehd2's reduction of (batch..., n, n) `a` (compute dtype) to upper Hessenberg form:
+// returns (packed a', taus (batch..., n - 1)). H_j reduces column j below its subdiagonal; a'
+// holds the Hessenberg matrix on and above the first subdiagonal and v_j's tail below it (for
+// reals the last tau is 0; for complex it makes the last subdiagonal entry real).
+std::pair<mx::array, mx::array> hessenberg_reduce(mx::array a, const mx::Shape& tau_shape) {
   const int n = a.shape(-1);
-  mx::Shape tau_shape = a.shape();
-  tau_shape.pop_back();
-  tau_shape.back() = 1;
+  mx::Shape one = a.shape();
+  one.pop_back();
+  one.back() = 1;
   Values taus;
-  for (int j = 0; j + 1 < n; ++j) {  // the last one only makes a complex subdiagonal real
+  for (int j = 0; j + 1 < n; ++j) {
     Reflector h = householder(block(a, j + 1, j + 2, j, j + 1), block(a, j + 2, n, j, j + 1));
     mx::array v = with_unit_head(h.tail);  // (batch..., n-j-1, 1)
     // From the right on all rows: a[:, j+1:] -= tau (a[:, j+1:] v) v^H.
@@ -166,17 +163,75 @@ StatusOr<Values> lower_hessenberg(LowerContext& ctx, const ir::Op& op, const Val
     // Then H^H from the left on the trailing rows.
     a = put_block(a, reflect(block(a, j + 1, n, j + 1, n), v, conj_if(h.tau)), j + 1, j + 1);
     a = put_block(a, mx::concatenate({h.head, h.tail}, -2), j + 1, j);
-    taus.push_back(mx::reshape(h.tau, tau_shape));
+    taus.push_back(mx::reshape(h.tau, one));
   }
-  mx::array tau = taus.empty() ? mx::zeros(storage_shape(result_type(op, 1)), ct)
-                               : mx::concatenate(taus, -1);
+  mx::array tau = taus.empty() ? mx::zeros(tau_shape, a.dtype()) : mx::concatenate(taus, -1);
+  return {a, tau};
+}
+
+// jaxmlx.hessenberg (LAPACK gehrd with ilo = 1, ihi = n): (batch..., n, n) -> (a', taus).
+StatusOr<Values> lower_hessenberg(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  if (in.size() != 1 || op.results.size() != 2) return ctx.malformed(op, "hessenberg: 1 -> 2");
+  ASSIGN_OR_RETURN(mx::Dtype ct, qr_compute_dtype(ctx, op));
+  ASSIGN_OR_RETURN(mx::Dtype out, linalg::result_dtype(ctx, op, 0));
+  auto [a, tau] = hessenberg_reduce(mx::astype(in[0], ct), storage_shape(result_type(op, 1)));
   return Values{mx::astype(a, out), mx::astype(tau, out)};
+}
+
+// a with its last two axes reversed (J a J, J the exchange matrix).
+mx::array flip2(const mx::array& a) {
+  const int n = a.shape(-1);
+  mx::array rev = mx::arange(n - 1, -1, -1, mx::int32);
+  return mx::take(mx::take(a, rev, -1), rev, -2);
+}
+
+// jaxmlx.tridiagonal (LAPACK sytrd/hetrd): (a', d, e, taus); config lower. The reduction of a
+// Hermitian matrix is its Hessenberg reduction, read from the `lower` triangle; the upper form
+// (reflectors from the last column back) is the lower one of J a J, flipped back. The triangle
+// not read keeps the input, as LAPACK leaves it.
+StatusOr<Values> lower_tridiagonal(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  if (in.size() != 1 || op.results.size() != 4) return ctx.malformed(op, "tridiagonal: 1 -> 4");
+  ASSIGN_OR_RETURN(mx::Dtype ct, qr_compute_dtype(ctx, op));
+  ASSIGN_OR_RETURN(auto cfg, linalg::parse_config(ctx, op));
+  const bool lower = cfg["lower"] != 0;
+  mx::array a = mx::astype(in[0], ct);
+  const int n = a.shape(-1);
+  mx::array strict_lower = mx::tri(n, n, -1, mx::bool_);
+  mx::array half = lower ? a : mx::swapaxes(a, -1, -2);  // the triangle read, as a lower one
+  mx::array low = mx::where(strict_lower, half, mx::zeros({}, ct));
+  mx::array diag = mx::where(mx::eye(n, mx::bool_), half, mx::zeros({}, ct));
+  if (ct == mx::complex64) diag = mx::astype(mx::real(diag), ct);  // hetrd ignores imag(a_ii)
+  mx::array full = mx::add(mx::add(low, diag), conj_if(mx::swapaxes(low, -1, -2)));
+  if (!lower) full = flip2(full);
+  auto [r, tau] = hessenberg_reduce(full, storage_shape(result_type(op, 3)));
+  if (!lower) {
+    // hetrd's upper reflectors (v and tau) are the conjugates of the flipped lower ones.
+    r = conj_if(flip2(r));
+    tau = conj_if(mx::take(tau, mx::arange(n - 2, -1, -1, mx::int32), -1));
+  }
+  mx::array d = mx::diagonal(r, 0, -2, -1);
+  mx::array e = mx::diagonal(r, lower ? -1 : 1, -2, -1);
+  if (ct == mx::complex64) {  // real by construction; drop the rounding residue as hetrd does
+    d = mx::real(d);
+    e = mx::real(e);
+    r = mx::where(mx::eye(n, mx::bool_), mx::astype(mx::expand_dims(d, -1), ct), r);
+  }
+  // Keep the triangle LAPACK does not touch.
+  mx::array untouched = lower ? mx::transpose(strict_lower) : strict_lower;
+  r = mx::where(untouched, a, r);
+  Values res{r, d, e, tau};
+  for (size_t i = 0; i < res.size(); ++i) {
+    ASSIGN_OR_RETURN(mx::Dtype dt, linalg::result_dtype(ctx, op, i));
+    res[i] = mx::astype(res[i], dt);
+  }
+  return res;
 }
 
 }  // namespace
 
 void register_linalg_householder(Registry& r) {
   r.add_custom_call("jaxmlx.hessenberg", lower_hessenberg);
+  r.add_custom_call("jaxmlx.tridiagonal", lower_tridiagonal);
   r.add_custom_call("Qr", lower_qr);
   r.add_custom_call("ProductOfElementaryHouseholderReflectors", lower_householder_product);
 }

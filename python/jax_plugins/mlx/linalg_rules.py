@@ -11,6 +11,7 @@ src/lower/linalg.cc implements with MLX's routines:
     jaxmlx.lu(a) -> (lu, pivots, permutation)
     jaxmlx.lu_pivots_to_permutation(p) -> permutation
     jaxmlx.hessenberg(a) -> (a', taus)        LAPACK gehrd's packed form
+    jaxmlx.tridiagonal(a) -> (a', d, e, taus) LAPACK sytrd/hetrd's, "lower=L"
 
 (backend_config is a string of comma-separated integer settings.) cholesky, triangular_solve
 and qr need no rule here: jax's default lowerings (stablehlo.cholesky, stablehlo.triangular_solve,
@@ -77,6 +78,10 @@ def _hessenberg_rule(ctx, operand):
   return _custom_call(ctx, "jaxmlx.hessenberg", [operand])
 
 
+def _tridiagonal_rule(ctx, operand, *, lower):
+  return _custom_call(ctx, "jaxmlx.tridiagonal", [operand], f"lower={int(lower)}")
+
+
 def _unsupported(name):
   def rule(ctx, *args, **kwargs):
     raise NotImplementedError(
@@ -94,7 +99,7 @@ def register(platform: str) -> None:
       lax_linalg.lu_pivots_to_permutation_p: _lu_pivots_to_permutation_rule,
       lax_linalg.schur_p: _unsupported("schur"),
       lax_linalg.hessenberg_p: _hessenberg_rule,
-      lax_linalg.tridiagonal_p: _unsupported("tridiagonal"),
+      lax_linalg.tridiagonal_p: _tridiagonal_rule,
   }
   for prim, rule in rules.items():
     mlir.register_lowering(prim, rule, platform=platform)
