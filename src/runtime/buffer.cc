@@ -6,6 +6,7 @@
 #include <string>
 
 #include "mlx/mlx.h"
+#include "runtime/memory_governor.h"
 
 namespace mx = mlx::core;
 
@@ -110,6 +111,14 @@ StatusOr<std::shared_ptr<Buffer>> Buffer::from_host(DeviceWorker& worker, int ty
   auto buffer = pending(worker, type, std::move(dims), storage);
   size_t bytes = buffer->size_bytes();
   if (bytes > 0 && host.data == nullptr) return invalid_argument("host data pointer is null");
+  // The memory limit is checked before anything is allocated. A large transfer is checked at
+  // once, so the caller gets RESOURCE_EXHAUSTED from the call itself; a small one is checked on
+  // the worker before its array exists (failing the buffer), sparing small transfers a round trip.
+  constexpr size_t kCheckNowBytes = size_t{1} << 20;
+  if (bytes >= kCheckNowBytes) {
+    RETURN_IF_ERROR(
+        worker.run_sync([bytes] { return check_memory(bytes, "host-to-device transfer"); }));
+  }
 
   // Reads the host array into a staging block that the MLX array then adopts.
   auto stage = [buffer, bytes, host, storage]() -> StatusOr<uint8_t*> {
@@ -122,9 +131,21 @@ StatusOr<std::shared_ptr<Buffer>> Buffer::from_host(DeviceWorker& worker, int ty
                  host.byte_strides, storage.element_bytes, /*to_strided=*/false);
     return staging;
   };
-  auto adopt = [buffer, shape, storage](uint8_t* staging) {
+  auto adopt = [buffer, shape, storage, bytes](uint8_t* staging) {
     Status st = guard("BufferFromHostBuffer", [&] {
-      buffer->set_array(mx::array(staging, shape, storage.dtype, [](void* p) { std::free(p); }));
+      if (bytes < kCheckNowBytes) {
+        Status fits = check_memory(bytes, "host-to-device transfer");
+        if (!fits.ok()) {
+          std::free(staging);
+          return fits;
+        }
+      }
+      // MLX does not count adopted memory as active: the governor does, until it is freed.
+      note_adopted(bytes);
+      buffer->set_array(mx::array(staging, shape, storage.dtype, [bytes](void* p) {
+        note_released(bytes);
+        std::free(p);
+      }));
       return Status();
     });
     if (!st.ok()) buffer->set_error(st);

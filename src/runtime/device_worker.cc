@@ -5,6 +5,7 @@
 #include <new>
 
 #include "mlx/mlx.h"
+#include "runtime/memory_governor.h"
 
 namespace mx = mlx::core;
 
@@ -13,9 +14,10 @@ namespace jaxmlx::runtime {
 Status guard(const char* what, const std::function<Status()>& fn) {
   try {
     return fn();
-  } catch (const std::bad_alloc&) {
-    return resource_exhausted(std::string(what) + ": out of memory");
   } catch (const std::exception& e) {
+    // An allocation failure is the user's to fix (smaller work or a higher limit), never an
+    // abort: report it with the memory numbers.
+    if (is_allocation_failure(e)) return memory_exhausted(what, 0, e.what());
     return internal_error(std::string(what) + ": " + e.what());
   } catch (...) {
     return internal_error(std::string(what) + ": unknown exception");
@@ -62,6 +64,7 @@ Status DeviceWorker::init_device() {
       if (auto* n = std::get_if<size_t>(&it->second)) info_.memory_bytes = *n;
       break;
     }
+    configure_memory_governor(info_.memory_bytes);
     info_.kind = gpu ? (name.empty() ? "MLX gpu" : name) : "MLX cpu";
     info_.description = gpu ? "MLX gpu (" + info_.kind + ")" : "MLX cpu";
     return Status();
