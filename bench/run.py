@@ -51,6 +51,8 @@ def parse_args(argv=None):
                  help="result file (default bench/results/<host>-<date>.json)")
   p.add_argument("--markdown", type=pathlib.Path, default=None,
                  help="write the table here (default: BENCHMARKS.md on a full default run only)")
+  p.add_argument("--from-json", type=pathlib.Path, default=None,
+                 help="run nothing: re-render the table and chart of an earlier result file")
   p.add_argument("--device-columns", action="store_true",
                  help="add jax's own GPU backend as a column when jax has one")
   p.add_argument("--compile-column", action="store_true",
@@ -211,6 +213,10 @@ def main(argv=None) -> int:
   size = common.Size(level="quick" if args.quick else ("full" if args.full else "default"),
                      scale=args.scale)
 
+  if args.from_json:
+    report = json.loads(args.from_json.read_text())
+    return write_outputs(report, args.from_json, args.markdown)
+
   import workloads
   devices = column_devices(args)
   results, t0 = [], time.perf_counter()
@@ -228,7 +234,7 @@ def main(argv=None) -> int:
         results.append(run_case(case, devices, reps))
 
   stamp = datetime.datetime.now(datetime.timezone.utc)
-  report = {"created": stamp.isoformat(timespec="seconds"),
+  report = {"created": stamp.isoformat(timespec="seconds"), "size": size.level,
             "args": {k: (str(v) if isinstance(v, pathlib.Path) else v)
                      for k, v in vars(args).items()},
             "reps": reps, "wall_s": round(time.perf_counter() - t0, 1),
@@ -239,16 +245,23 @@ def main(argv=None) -> int:
       f"{socket.gethostname()}-{stamp.strftime('%Y%m%d-%H%M%S')}-{size.level}.json"
   path.parent.mkdir(parents=True, exist_ok=True)
   path.write_text(json.dumps(report, indent=1) + "\n")
-  table = common.markdown(report)
-  print(table)
-  import plot
-  png = path.with_suffix(".png")
-  plot.write_chart(report, png)
-  log(f"results: {path}\nchart: {png}")
-
   md = args.markdown
   if md is None and size.level != "quick" and not args.only and args.scale == 1.0:
     md = ROOT / "BENCHMARKS.md"
+  return write_outputs(report, path, md)
+
+
+def write_outputs(report: dict, path: pathlib.Path, md: pathlib.Path | None) -> int:
+  """The table on stdout, a chart beside the JSON, and the markdown page when asked."""
+  import plot
+  table = common.markdown(report)
+  print(table)
+  png = path.with_suffix(".png")
+  try:
+    plot.write_chart(report, png)
+    log(f"results: {path}\nchart: {png}")
+  except OSError as e:  # e.g. re-rendering a read-only result file
+    log(f"chart not written: {e}")
   if md is not None:
     chart = md.parent / "bench" / "benchmarks.png" if md.name == "BENCHMARKS.md" else \
         md.with_suffix(".png")
