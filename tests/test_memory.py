@@ -129,3 +129,16 @@ def test_unparsable_limit_warns_and_falls_back_to_the_default(value):
   assert r.returncode == 0, r.stderr
   assert "SMALL True" in r.stdout
   assert "JAXMLX_MEMORY_LIMIT ignored" in r.stderr and f'"{value}"' in r.stderr, r.stderr
+
+
+def test_memory_stats_report_the_limit_and_transferred_arrays():
+  res = _run("""
+    before = mlx.memory_stats()
+    held = jax.device_put(np.ones((4 * 2**20,), np.float32), mlx)  # 16 MiB
+    held.block_until_ready()
+    after = mlx.memory_stats()
+    results["limit"] = after["bytes_limit"]
+    results["grew"] = after["bytes_in_use"] - before["bytes_in_use"]
+  """, limit="64M")
+  assert res["limit"] == 64 * 2**20
+  assert res["grew"] >= 16 * 2**20, res

@@ -12,6 +12,7 @@
 #include "pjrt/errors.h"
 #include "pjrt/objects.h"
 #include "pjrt/platform.h"
+#include "runtime/memory_governor.h"
 
 namespace mx = mlx::core;
 
@@ -354,7 +355,8 @@ PJRT_Error* Device_MemoryStats(PJRT_Device_MemoryStats_Args* args) {
     // jaxlib asks while it compiles, holding Python's GIL, which a host callback running on the
     // worker may be waiting for: then MLX's counters (plain totals) are read from this thread.
     auto read = [] {
-      return std::array<size_t, 3>{mx::get_active_memory(), mx::get_peak_memory(),
+      // Live arrays include transfer blocks MLX adopted (counted by the memory governor).
+      return std::array<size_t, 3>{runtime::live_bytes(), mx::get_peak_memory(),
                                    mx::get_memory_limit()};
     };
     auto done = std::make_shared<std::promise<std::array<size_t, 3>>>();
