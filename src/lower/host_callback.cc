@@ -46,6 +46,7 @@
 namespace {
 std::atomic<JaxmlxHostCallbackHandler> g_handler{nullptr};
 std::atomic<int> g_running{0};  // host callbacks in progress
+std::atomic<int> g_pending{0};  // runs of programs with host callbacks, queued or running
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) void jaxmlx_set_host_callback_handler(
@@ -54,12 +55,15 @@ extern "C" __attribute__((visibility("default"))) void jaxmlx_set_host_callback_
 }
 
 extern "C" __attribute__((visibility("default"))) int32_t jaxmlx_host_callbacks_running() {
-  return g_running.load();
+  return g_running.load() + g_pending.load();
 }
 
 namespace jaxmlx::lower {
 
 bool host_callback_running() { return g_running.load() > 0; }
+
+PendingHostCallbackRun::PendingHostCallbackRun() { g_pending.fetch_add(1); }
+PendingHostCallbackRun::~PendingHostCallbackRun() { g_pending.fetch_sub(1); }
 
 bool is_host_callback(const ir::Op& op) {
   return op.kind == ir::OpKind::kCustomCall &&

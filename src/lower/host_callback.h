@@ -28,6 +28,16 @@ bool is_host_callback(const ir::Op& op);
 // for the GIL).
 bool host_callback_running();
 
+// Held from the enqueue of a run of a program with host callbacks until that run finished:
+// Python waits for such runs before it finalizes (jaxmlx_host_callbacks_running).
+class PendingHostCallbackRun {
+ public:
+  PendingHostCallbackRun();
+  ~PendingHostCallbackRun();
+  PendingHostCallbackRun(const PendingHostCallbackRun&) = delete;
+  PendingHostCallbackRun& operator=(const PendingHostCallbackRun&) = delete;
+};
+
 }  // namespace jaxmlx::lower
 
 extern "C" {
@@ -55,8 +65,9 @@ typedef int32_t (*JaxmlxHostCallbackHandler)(uint64_t callback_id, const JaxmlxH
 
 // Installs (or, with NULL, removes) the handler. Exported from the plugin library.
 void jaxmlx_set_host_callback_handler(JaxmlxHostCallbackHandler handler);
-// How many handler calls are in progress (Python waits for them before it finalizes: a call
-// cut off by finalization would unwind through the worker). Exported from the plugin library.
+// How many handler calls and runs of programs with host callbacks are in progress (Python waits
+// for them before it finalizes: a call cut off by finalization would unwind through the worker).
+// Exported from the plugin library.
 int32_t jaxmlx_host_callbacks_running(void);
 
 #ifdef __cplusplus
