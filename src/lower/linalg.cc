@@ -4,8 +4,9 @@
 // triangular_solve_p), and the custom calls our Python rules (linalg_rules.py) emit for the
 // primitives jax only lowers through LAPACK/cuSOLVER: jaxmlx.eigh, jaxmlx.svd, jaxmlx.eig,
 // jaxmlx.lu and jaxmlx.lu_pivots_to_permutation. Each runs MLX's LAPACK-backed routine on the CPU
-// stream (see linalg_common.h). jax's Qr / ProductOfElementaryHouseholderReflectors custom calls
-// live in linalg_householder.cc.
+// stream (see linalg_common.h). jax's Qr / ProductOfElementaryHouseholderReflectors custom calls,
+// jaxmlx.hessenberg and jaxmlx.tridiagonal live in linalg_householder.cc; schur is refused in
+// Python (linalg_rules.py).
 //
 // complex64: eigh, svd and eig use MLX's complex routines; cholesky and triangular_solve, which
 // MLX has only for reals, are built here (a column loop; a real 2n x 2n solve), and so is lu.

@@ -1,8 +1,8 @@
 """Differential tests of linear algebra (src/lower/linalg*.cc, jax_plugins/mlx/linalg_rules.py).
 
 Results that are unique are compared with jax's CPU backend directly: cholesky, triangular
-solves, LU (partial pivoting picks the same rows), Householder QR (the same LAPACK reflector
-convention), eigenvalues, singular values, solve / inv / det / slogdet / pinv / lstsq /
+solves, LU (partial pivoting picks the same rows), Householder QR, Hessenberg and tridiagonal
+reductions (the same LAPACK reflector conventions), eigenvalues, singular values, solve / inv / det / slogdet / pinv / lstsq /
 matrix_power / norm. Eigenvectors and singular vectors are unique only up to sign or phase, so
 those are checked by their defining properties (residuals, orthonormality) and |<v_mlx, v_cpu>|
 = 1 per column. Matrices are small (<= 16) and well conditioned; f16/bf16 inputs are computed in

@@ -16,7 +16,8 @@ src/lower/linalg.cc implements with MLX's routines:
 (backend_config is a string of comma-separated integer settings.) cholesky, triangular_solve
 and qr need no rule here: jax's default lowerings (stablehlo.cholesky, stablehlo.triangular_solve,
 the Qr / ProductOfElementaryHouseholderReflectors custom calls) are implemented in C++.
-Primitives MLX has no routine for raise NotImplementedError naming the primitive.
+hessenberg and tridiagonal are built from Householder reflectors in C++; schur (which needs a
+QR-iteration eigensolver MLX lacks) raises NotImplementedError naming the primitive.
 """
 
 from __future__ import annotations
