@@ -1,9 +1,11 @@
 #include "runtime/memory_governor.h"
 
+#include <cstdlib>
 #include <new>
 #include <stdexcept>
 
 #include "gtest/gtest.h"
+#include "runtime/device_worker.h"
 
 namespace jaxmlx::runtime {
 namespace {
@@ -111,6 +113,38 @@ TEST(AllocationFailure, RecognizesWhatAllocatorsThrow) {
   EXPECT_TRUE(is_allocation_failure(std::runtime_error("CUDA error: out of memory")));
   EXPECT_FALSE(is_allocation_failure(std::runtime_error("[reshape] Cannot reshape array")));
   EXPECT_FALSE(is_allocation_failure(std::invalid_argument("allocate is a word here")));
+}
+
+TEST(CheckMemory, RefusesWhatDoesNotFitBesideLiveArraysNamingTheNumbers) {
+  ::setenv("JAXMLX_MEMORY_LIMIT", "1M", 1);
+  MemoryLimits l = configure_memory_governor(16 * kGiB);
+  ::unsetenv("JAXMLX_MEMORY_LIMIT");
+  ASSERT_EQ(l.limit, size_t{1} << 20);
+  EXPECT_EQ(memory_limit(), size_t{1} << 20);
+  EXPECT_TRUE(check_memory(4096, "small").ok());
+  Status st = check_memory(size_t{2} << 20, "host-to-device transfer");
+  ASSERT_EQ(st.code(), Code::kResourceExhausted);
+  for (const char* part : {"host-to-device transfer", "requested 2.00 MiB (2097152 bytes)",
+                           "live arrays", "cache", "limit 1.00 MiB (1048576 bytes)"})
+    EXPECT_NE(st.message().find(part), std::string::npos) << part << " in " << st.message();
+  // Adopted blocks count as live: 900 KiB held leaves no room for 200 KiB more.
+  note_adopted(900 << 10);
+  EXPECT_EQ(check_memory(200 << 10, "t").code(), Code::kResourceExhausted);
+  note_released(900 << 10);
+  EXPECT_TRUE(check_memory(200 << 10, "t").ok());
+}
+
+TEST(Guard, AllocationFailureIsResourceExhaustedNotAnAbort) {
+  Status st = guard("execute", []() -> Status {
+    throw std::runtime_error("[malloc] Unable to allocate 8 bytes.");
+  });
+  EXPECT_EQ(st.code(), Code::kResourceExhausted);
+  EXPECT_NE(st.message().find("[malloc] Unable to allocate"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("live arrays"), std::string::npos) << st.message();
+  st = guard("execute", []() -> Status { throw std::bad_alloc(); });
+  EXPECT_EQ(st.code(), Code::kResourceExhausted);
+  st = guard("execute", []() -> Status { throw std::runtime_error("[reshape] bad shape"); });
+  EXPECT_EQ(st.code(), Code::kInternal);
 }
 
 TEST(FormatBytes, ShowsUnitAndExactCount) {
