@@ -35,6 +35,10 @@ def initialize() -> None:
 
   xla_bridge.register_plugin(PLATFORM_NAME, priority=-1, library_path=str(path))
   _register_donation()
+  from jax_plugins.mlx import callbacks  # debug.print, pure/io_callback: our custom call
+  callbacks.register(PLATFORM_NAME, str(path))
+  from jax_plugins.mlx import linalg_rules  # eigh, svd, eig, lu: our own custom calls
+  linalg_rules.register(PLATFORM_NAME)
 
 
 def _register_donation() -> None:
