@@ -74,10 +74,29 @@ def test_device_put_over_the_limit_is_refused_then_work_continues():
   """, limit="64M")
   msg = res["put"]
   _assert_names_numbers(msg, "100.00 MiB (104857600 bytes)", "64.00 MiB (67108864 bytes)")
-  assert "live arrays" in msg and "cache" in msg, msg
   assert "JAXMLX_MEMORY_LIMIT" in msg, msg  # says what to do
   assert res["small"] is True
   assert res["fits"] is True
+
+
+def test_transfer_that_does_not_fit_beside_live_arrays_fails_its_buffer_then_work_continues():
+  # Each 40 MiB transfer fits the 64 MiB limit alone, not beside the other: the second is refused
+  # on the device worker (in queue order), and its array raises when used.
+  res = _run("""
+    held = jax.device_put(np.ones((10 * 2**20,), np.float32), mlx)  # 40 MiB
+    second = np.full((10 * 2**20,), 2.0, np.float32)
+    results["busy"] = refusal(lambda: np.asarray(jax.device_put(second, mlx)))
+    results["held"] = bool(np.all(np.asarray(held) == 1.0))  # earlier arrays are intact
+    held.delete()
+    results["after"] = bool(np.array_equal(np.asarray(jax.device_put(second, mlx)), second))
+    results["small"] = small_program_works()
+  """, limit="64M")
+  msg = res["busy"]
+  _assert_names_numbers(msg, "40.00 MiB (41943040 bytes)", "64.00 MiB (67108864 bytes)")
+  assert re.search(r"live arrays 4\d\.\d\d MiB", msg) and "cache" in msg, msg
+  assert res["held"] is True
+  assert res["after"] is True
+  assert res["small"] is True
 
 
 def test_program_whose_outputs_exceed_the_limit_is_refused_then_work_continues():

@@ -111,14 +111,14 @@ StatusOr<std::shared_ptr<Buffer>> Buffer::from_host(DeviceWorker& worker, int ty
   auto buffer = pending(worker, type, std::move(dims), storage);
   size_t bytes = buffer->size_bytes();
   if (bytes > 0 && host.data == nullptr) return invalid_argument("host data pointer is null");
-  // The memory limit is checked before anything is allocated. A large transfer is checked at
-  // once, so the caller gets RESOURCE_EXHAUSTED from the call itself; a small one is checked on
-  // the worker before its array exists (failing the buffer), sparing small transfers a round trip.
-  constexpr size_t kCheckNowBytes = size_t{1} << 20;
-  if (bytes >= kCheckNowBytes) {
-    RETURN_IF_ERROR(
-        worker.run_sync([bytes] { return check_memory(bytes, "host-to-device transfer"); }));
-  }
+  // The memory limit: a transfer larger than the limit itself is refused by the call, before any
+  // memory is staged. Whether it fits beside the live arrays is decided on the worker, in queue
+  // order, before its array exists; a refusal then fails the buffer. Waiting for the worker here
+  // would serialize transfers behind running programs, and deadlock when the worker runs a host
+  // callback that waits for the GIL this caller holds.
+  if (memory_limit() != 0 && bytes > memory_limit())
+    return larger_than_limit("host-to-device transfer", bytes);
+  auto fits = [bytes] { return check_memory(bytes, "host-to-device transfer"); };
 
   // Reads the host array into a staging block that the MLX array then adopts.
   auto stage = [buffer, bytes, host, storage]() -> StatusOr<uint8_t*> {
@@ -131,14 +131,11 @@ StatusOr<std::shared_ptr<Buffer>> Buffer::from_host(DeviceWorker& worker, int ty
                  host.byte_strides, storage.element_bytes, /*to_strided=*/false);
     return staging;
   };
-  auto adopt = [buffer, shape, storage, bytes](uint8_t* staging) {
+  auto adopt = [buffer, shape, storage, bytes, fits](uint8_t* staging) {
     Status st = guard("BufferFromHostBuffer", [&] {
-      if (bytes < kCheckNowBytes) {
-        Status fits = check_memory(bytes, "host-to-device transfer");
-        if (!fits.ok()) {
-          std::free(staging);
-          return fits;
-        }
+      if (Status room = fits(); !room.ok()) {
+        std::free(staging);
+        return room;
       }
       // MLX does not count adopted memory as active: the governor does, until it is freed.
       note_adopted(bytes);
@@ -156,7 +153,14 @@ StatusOr<std::shared_ptr<Buffer>> Buffer::from_host(DeviceWorker& worker, int ty
     host_done.set();
     worker.post([adopt, staging] { adopt(staging); });
   } else {
-    worker.post([stage, adopt, buffer, host_done] {
+    worker.post([stage, adopt, buffer, host_done, fits] {
+      // Checked before staging too, so a refused transfer never copies.
+      Status room = guard("BufferFromHostBuffer", fits);
+      if (!room.ok()) {
+        host_done.set();
+        buffer->set_error(room);
+        return;
+      }
       auto staging = stage();
       host_done.set();
       if (!staging.ok()) {
