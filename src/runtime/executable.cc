@@ -6,8 +6,11 @@
 // calls. If compiling or running it throws (e.g. MLX's "[compile] Too many inputs/outputs
 // fused"), that run is redone eagerly and the executable stays eager. Programs with control
 // flow run through the Interpreter each call (lazy graphs; loops read conditions as needed).
+#include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <limits>
+#include <future>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -17,10 +20,14 @@
 #include "ir/json.h"
 #include "ir/printer.h"
 #include "lower/dtypes.h"
+#include "lower/host_callback.h"
 #include "lower/interpreter.h"
 #include "mlx/mlx.h"
+#include "passes/contract_fma.h"
+#include "passes/fold_tuples.h"
 #include "passes/passes.h"
 #include "runtime/executable.h"
+#include "runtime/memory_governor.h"
 
 namespace mx = mlx::core;
 
@@ -56,7 +63,27 @@ StatusOr<mx::array> placeholder(const ir::Type* t) {
   return mx::zeros(shape, *dt);
 }
 
+size_t saturating_add(size_t a, size_t b) {
+  return a > std::numeric_limits<size_t>::max() - b ? std::numeric_limits<size_t>::max() : a + b;
+}
+
+// Bytes of a value of static type `t` in MLX storage (saturating; 0 for tokens).
+size_t static_bytes(const ir::Type* t) {
+  if (t == nullptr || t->is_token() || !t->ranked) return 0;
+  size_t bytes = static_cast<size_t>(ir::element_storage_bytes(t->dtype));
+  for (int64_t d : t->dims) {
+    if (d <= 0) return 0;
+    size_t n = static_cast<size_t>(d);
+    bytes = bytes > std::numeric_limits<size_t>::max() / n ? std::numeric_limits<size_t>::max()
+                                                            : bytes * n;
+  }
+  return bytes;
+}
+
 TensorSpec spec_of(const ir::Type* t) {
+  // A token argument or result of @main (jax's ordered effects) is a pred[0] buffer, as with
+  // XLA's PJRT clients.
+  if (t->is_token()) return TensorSpec{ir::ElementType::kPred, {0}};
   TensorSpec s;
   s.dtype = t->dtype;
   s.dims = t->dims;
@@ -227,6 +254,7 @@ class ExecutableImpl final : public Executable,
 
  private:
   Status trial();  // on the worker
+  Status check_on_worker();
   StatusOr<Values> run(const Values& args);
   StatusOr<Values> run_compiled(const Values& args);
   StatusOr<Values> run_eager(const Values& args);
@@ -240,17 +268,23 @@ class ExecutableImpl final : public Executable,
   std::vector<TensorSpec> inputs_, outputs_;
   std::vector<OutputSource> sources_;
   size_t num_computed_ = 0;
+  size_t computed_bytes_ = 0;  // bytes of the outputs each run allocates (memory governor)
+  size_t constant_bytes_ = 0;  // bytes of constant outputs, allocated by the first run
 
   // Worker-only state.
   Values constants_;
   bool constants_ready_ = false;
   bool use_compiled_ = false;
+  std::shared_future<Status> deferred_check_;  // trial() left queued by check_on_worker
+  bool calls_host_ = false;                      // has host callbacks
   CompiledFn compiled_;
   std::shared_ptr<RegionCache> regions_;  // compiled loop regions, when compiling is on
 };
 
 Status ExecutableImpl::init() {
   RETURN_IF_ERROR(passes::run_passes(module_));
+  RETURN_IF_ERROR(passes::fold_tuples(module_));
+  if (passes::contract_fma_enabled()) RETURN_IF_ERROR(passes::contract_fma(module_));
   ir::Func* entry = module_.find_func("main");
   if (entry == nullptr) return invalid_argument("the module has no @main function");
   entry_ = entry;
@@ -269,11 +303,20 @@ Status ExecutableImpl::init() {
     return unimplemented(msg);
   }
   info_ = lower::analyze_program(module_, *entry_);
+  // A host callback calls Python on every run: never capture it in a replayed graph.
+  ir::walk(entry_->body, [&](const ir::Op& op) {
+    if (lower::is_host_callback(op)) info_.straight_line = false, calls_host_ = true;
+  });
   plan_outputs();
+  // A program whose outputs alone exceed the memory limit can never run: refuse it before the
+  // trial builds anything.
+  size_t output_bytes = saturating_add(computed_bytes_, constant_bytes_);
+  if (memory_limit() != 0 && output_bytes > memory_limit())
+    return larger_than_limit("compiling " + name_ + " (its outputs)", output_bytes);
   bool compiling = compile_enabled(*worker_);
   use_compiled_ = info_.straight_line && num_computed_ > 0 && compiling;
   if (compiling && !info_.straight_line) regions_ = std::make_shared<RegionCache>(info_, constants_);
-  return worker_->run_sync([this] { return trial(); });
+  return check_on_worker();
 }
 
 void ExecutableImpl::plan_outputs() {
@@ -289,8 +332,30 @@ void ExecutableImpl::plan_outputs() {
         info_.constant_index.count(d[v.id]))
       s = {OutputSource::kConst, info_.constant_index.at(d[v.id])};
     if (s.kind == OutputSource::kComputed) s.index = num_computed_++;
+    size_t& bytes = s.kind == OutputSource::kComputed ? computed_bytes_ : constant_bytes_;
+    if (s.kind != OutputSource::kArg) bytes = saturating_add(bytes, static_bytes(v.type));
     sources_.push_back(s);
   }
+}
+
+// Runs trial() on the worker and waits for it, unless the worker is (or gets) inside a host
+// callback: that callback waits for Python's GIL, which jaxlib holds while it compiles. Then the
+// check stays queued (FIFO: it runs before any execution of this program), and execute reports
+// its error.
+Status ExecutableImpl::check_on_worker() {
+  if (worker_->on_worker_thread()) return trial();
+  auto result = std::make_shared<std::promise<Status>>();
+  std::shared_future<Status> done = result->get_future().share();
+  worker_->post([self = shared_from_this(), result] {
+    result->set_value(guard("compile", [&] { return self->trial(); }));
+  });
+  while (done.wait_for(std::chrono::milliseconds(2)) != std::future_status::ready) {
+    if (lower::host_callback_running()) {
+      deferred_check_ = done;
+      return Status();
+    }
+  }
+  return done.get();
 }
 
 // Creates the constants and traces the whole program once on placeholder inputs, so that rule
@@ -315,23 +380,45 @@ Status ExecutableImpl::trial() {
 void ExecutableImpl::execute(std::vector<std::shared_ptr<Buffer>> inputs,
                              std::vector<std::shared_ptr<Buffer>> outputs, Event done) {
   auto self = shared_from_this();
-  worker_->post([self, inputs = std::move(inputs), outputs = std::move(outputs), done] {
+  // Python waits at exit for queued runs that will call into it.
+  auto pending = calls_host_ ? std::make_shared<lower::PendingHostCallbackRun>() : nullptr;
+  worker_->post([self, inputs = std::move(inputs), outputs = std::move(outputs), done, pending] {
     Status st = guard("execute", [&]() -> Status {
+      if (self->deferred_check_.valid()) RETURN_IF_ERROR(self->deferred_check_.get());
+      // Outputs are allocated by this run (constants only by the first): refuse before any is.
+      size_t requested = saturating_add(self->computed_bytes_,
+                                        self->constants_ready_ ? 0 : self->constant_bytes_);
+      RETURN_IF_ERROR(check_memory(requested, "running " + self->name_ + " (its outputs)"));
       Values args;
-      for (const auto& b : inputs) {
-        ASSIGN_OR_RETURN(mx::array a, b->array_on_worker());
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        // A token only orders effects: never read it (a failed run's token must not fail the
+        // next run); inside the program a token is a bool scalar, as lowering rules make them.
+        if (self->entry_->arg_types[i]->is_token()) {
+          args.push_back(mx::array(false));
+          continue;
+        }
+        ASSIGN_OR_RETURN(mx::array a, inputs[i]->array_on_worker());
         args.push_back(std::move(a));
       }
       ASSIGN_OR_RETURN(Values outs, self->run(args));
       if (outs.size() != outputs.size())
         return internal_error("the program produced " + std::to_string(outs.size()) +
                               " outputs for " + std::to_string(outputs.size()) + " buffers");
-      for (size_t i = 0; i < outs.size(); ++i) outputs[i]->set_array(outs[i]);
+      for (size_t i = 0; i < outs.size(); ++i) {
+        if (self->entry_->result_types[i]->is_token()) outs[i] = mx::zeros({0}, mx::bool_);
+        outputs[i]->set_array(outs[i]);
+      }
       return Status();
     });
     if (!st.ok()) {
       st.with_context("while running " + self->name_);
-      for (const auto& b : outputs) b->set_error(st);
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        // A token output only orders effects: the failed run still releases the next one.
+        if (self->entry_->result_types[i]->is_token())
+          outputs[i]->set_array(mx::zeros({0}, mx::bool_));
+        else
+          outputs[i]->set_error(st);
+      }
     }
     done.set(st);
   });
@@ -349,6 +436,7 @@ StatusOr<Values> ExecutableImpl::run(const Values& args) {
     } catch (const TraceError& e) {
       out = e.status;
     } catch (const std::exception& e) {
+      if (is_allocation_failure(e)) throw;  // out of memory: not a reason to stop compiling
       out = internal_error(e.what());
     }
     if (out.ok()) return out;
@@ -358,7 +446,8 @@ StatusOr<Values> ExecutableImpl::run(const Values& args) {
   if (regions_) {
     try {
       return run_eager(args);
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
+      if (is_allocation_failure(e)) throw;
       regions_.reset();  // e.g. a fused kernel MLX cannot build: interpret loops from now on
     }
   }
