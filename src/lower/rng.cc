@@ -21,6 +21,7 @@
 #include "lower/lowering.h"
 #include "lower/rng.h"
 #include "lower/xla_cpu_log.h"
+#include "passes/contract_fma.h"
 #include "mlx/ops.h"
 
 namespace jaxmlx::lower {
@@ -231,29 +232,12 @@ StatusOr<Values> lower_rng_bit_generator(LowerContext& ctx, const ir::Op& op, co
   return Values{d.state, out};
 }
 
-// True when `op` was traced inside one of jax.random's jitted samplers (jax names each
-// stablehlo op by its name stack: "jit(f)/jit(_normal)/jit(_normal_real)/erf_inv").
-bool in_random_sampler(const ir::Op& op) {
-  static constexpr const char* kSamplers[] = {
-      "_uniform", "_normal", "_normal_real", "_truncated_normal", "_exponential", "_gumbel",
-      "_laplace", "_logistic", "_gamma", "_beta", "_dirichlet", "_cauchy", "_t", "_pareto",
-      "_poisson", "_poisson_knuth", "_poisson_rejection", "_chisquare", "_f", "_maxwell",
-      "_double_sided_maxwell", "_weibull_min", "_generalized_normal", "_rayleigh", "_wald",
-      "_geometric", "_lognormal", "_binomial", "_binomial_inversion", "_btrs", "_ball",
-      "_multivariate_normal", "_triangular", "_bernoulli"};
-  if (op.loc == nullptr || op.loc->name.empty()) return false;
-  const std::string& n = op.loc->name;
-  for (const char* s : kSamplers)
-    if (n.find("jit(" + std::string(s) + ")") != std::string::npos) return true;
-  return false;
-}
-
 // f32 log / log1p inside jax.random's samplers replay XLA:CPU's polynomials (xla_cpu_log.h), so
 // samples are bit-exact with jax's CPU backend; elsewhere the faster MLX rule `plain` runs.
 LowerFn xla_exact_in_samplers(LowerFn plain, mx::array (*exact)(const mx::array&)) {
   return [plain = std::move(plain), exact](LowerContext& ctx, const ir::Op& op,
                                            const Values& in) -> StatusOr<Values> {
-    if (in.size() == 1 && in[0].dtype() == mx::float32 && in_random_sampler(op))
+    if (in.size() == 1 && in[0].dtype() == mx::float32 && passes::in_random_sampler(op))
       return Values{exact(in[0])};
     if (!plain) return ctx.unsupported(op, "no rule");
     return plain(ctx, op, in);

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -30,7 +31,8 @@ struct Product {
 
 class BlockContractor {
  public:
-  BlockContractor(ir::Block& b, const UseCounts& uses) : block_(b), uses_(uses) {
+  BlockContractor(ir::Block& b, const UseCounts& uses, FmaContraction mode)
+      : block_(b), uses_(uses), mode_(mode) {
     for (size_t i = 0; i < b.ops.size(); ++i) {
       const ir::Op& op = b.ops[i];
       if (op.results.size() == 1 && is_f32(op.results[0])) def_[op.results[0].id] = i;
@@ -43,6 +45,7 @@ class BlockContractor {
       if ((op.kind != ir::OpKind::kAdd && op.kind != ir::OpKind::kSubtract) ||
           op.operands.size() != 2 || !is_f32(op.results[0]))
         continue;
+      if (mode_ == FmaContraction::kSamplers && !in_random_sampler(op)) continue;
       contract(op);
     }
     std::vector<ir::Op> kept;
@@ -100,32 +103,52 @@ class BlockContractor {
 
   ir::Block& block_;
   const UseCounts& uses_;
+  const FmaContraction mode_;
   std::unordered_map<uint32_t, size_t> def_;
   std::vector<bool> dead_ = std::vector<bool>(block_.ops.size(), false);
 };
 
-void contract_region(ir::Region& r, const UseCounts& uses) {
+void contract_region(ir::Region& r, const UseCounts& uses, FmaContraction mode) {
   for (ir::Block& b : r.blocks) {
     for (ir::Op& op : b.ops)
-      for (ir::Region& nested : op.regions) contract_region(nested, uses);
-    BlockContractor(b, uses).run();
+      for (ir::Region& nested : op.regions) contract_region(nested, uses, mode);
+    BlockContractor(b, uses, mode).run();
   }
 }
 
 }  // namespace
 
-bool contract_fma_enabled() {
+FmaContraction fma_contraction_mode() {
   const char* v = std::getenv("JAX_MLX_CONTRACT_FMA");
-  return v == nullptr || std::string_view(v) != "0";
+  const std::string_view s = v == nullptr ? "" : v;
+  if (s == "0" || s == "none") return FmaContraction::kNone;
+  if (s == "1" || s == "all") return FmaContraction::kAll;
+  return FmaContraction::kSamplers;
 }
 
-Status contract_fma(ir::Module& m) {
+Status contract_fma(ir::Module& m, FmaContraction mode) {
+  if (mode == FmaContraction::kNone) return Status();
   for (ir::Func& f : m.funcs) {
     UseCounts uses;
     count_uses(f.body, uses);
-    contract_region(f.body, uses);
+    contract_region(f.body, uses, mode);
   }
   return Status();
+}
+
+bool in_random_sampler(const ir::Op& op) {
+  static constexpr std::string_view kSamplers[] = {
+      "_uniform", "_normal", "_normal_real", "_truncated_normal", "_exponential", "_gumbel",
+      "_laplace", "_logistic", "_gamma", "_beta", "_dirichlet", "_cauchy", "_t", "_pareto",
+      "_poisson", "_poisson_knuth", "_poisson_rejection", "_chisquare", "_f", "_maxwell",
+      "_double_sided_maxwell", "_weibull_min", "_generalized_normal", "_rayleigh", "_wald",
+      "_geometric", "_lognormal", "_binomial", "_binomial_inversion", "_btrs", "_ball",
+      "_multivariate_normal", "_triangular", "_bernoulli"};
+  if (op.loc == nullptr || op.loc->name.empty()) return false;
+  const std::string& n = op.loc->name;
+  for (std::string_view s : kSamplers)
+    if (n.find("jit(" + std::string(s) + ")") != std::string::npos) return true;
+  return false;
 }
 
 }  // namespace jaxmlx::passes

@@ -25,10 +25,20 @@ inline constexpr char kFmaTarget[] = "jaxmlx.fma";    // a*b + c
 inline constexpr char kFmsTarget[] = "jaxmlx.fms";    // a*b - c
 inline constexpr char kFnmaTarget[] = "jaxmlx.fnma";  // c - a*b
 
-// False when the environment sets JAX_MLX_CONTRACT_FMA=0 (separately rounded multiply and add,
-// faster, not bit-exact with XLA:CPU).
-bool contract_fma_enabled();
+// Where to contract. The exact FMA costs ~45 MLX ops where MLX does not fuse them (Linux CPU
+// runs eagerly), so by default only jax.random's samplers are contracted: that is where users
+// need bit-exact results (random floats equal to jax's CPU backend's); elsewhere float results
+// are within the documented tolerances either way.
+enum class FmaContraction { kNone, kSamplers, kAll };
 
-Status contract_fma(ir::Module& m);
+// JAX_MLX_CONTRACT_FMA, read at each compile: unset or "samplers" -> kSamplers, "all" or "1" ->
+// kAll (every f32 multiply-add, as XLA:CPU does), "0" -> kNone.
+FmaContraction fma_contraction_mode();
+
+Status contract_fma(ir::Module& m, FmaContraction mode);
+
+// True when `op` was traced inside one of jax.random's jitted samplers (jax names each
+// stablehlo op by its name stack: "jit(f)/jit(_normal)/jit(_normal_real)/erf_inv").
+bool in_random_sampler(const ir::Op& op);
 
 }  // namespace jaxmlx::passes

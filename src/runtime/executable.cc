@@ -284,7 +284,7 @@ class ExecutableImpl final : public Executable,
 Status ExecutableImpl::init() {
   RETURN_IF_ERROR(passes::run_passes(module_));
   RETURN_IF_ERROR(passes::fold_tuples(module_));
-  if (passes::contract_fma_enabled()) RETURN_IF_ERROR(passes::contract_fma(module_));
+  RETURN_IF_ERROR(passes::contract_fma(module_, passes::fma_contraction_mode()));
   ir::Func* entry = module_.find_func("main");
   if (entry == nullptr) return invalid_argument("the module has no @main function");
   entry_ = entry;

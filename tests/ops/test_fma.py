@@ -24,6 +24,14 @@ import pytest
 from tests.ops.harness import run_on
 
 
+@pytest.fixture(autouse=True)
+def contract_everywhere(monkeypatch):
+  # By default only jax.random's samplers are contracted (the exact FMA is ~45 MLX ops where
+  # MLX does not fuse them); these tests check the contraction itself, on plain functions.
+  # The plugin reads the variable at each compile.
+  monkeypatch.setenv("JAX_MLX_CONTRACT_FMA", "all")
+
+
 def fma_reference(a, b, c):
   """round_f32(a*b + c) with one rounding, via float64 round-to-odd."""
   a, b, c = (np.asarray(x, np.float32).astype(np.float64) for x in (a, b, c))
@@ -183,3 +191,21 @@ def test_inside_loops_and_branches():
     y = jax.lax.fori_loop(0, 5, body, a)
     return jax.lax.cond(y[0] > 0, lambda: y * a - c, lambda: c - y * a)
   check_bits(f, a, b, c)
+
+
+def test_default_contracts_only_random_samplers(monkeypatch):
+  # Unset: plain code keeps separately rounded multiply and add (MLX's own, fast), while
+  # jax.random's samplers are still bit-exact with the CPU backend.
+  monkeypatch.delenv("JAX_MLX_CONTRACT_FMA")
+  a, b, c = operands(5000, with_edges=False)
+  with np.errstate(all="ignore"):
+    separate = (a * b) + c  # numpy f32: two roundings
+  keep = np.isfinite(separate) & (np.abs(separate) >= 2.0 ** -100)  # no NaN signs, subnormals
+  a, b, c, separate = a[keep], b[keep], c[keep], separate[keep]
+  got = run_on(jax.devices("mlx")[0], lambda a, b, c: a * b + c, a, b, c)
+  np.testing.assert_array_equal(got.view(np.uint32), separate.view(np.uint32))
+  key = jax.random.key(7)
+  sample = lambda k: jax.random.uniform(k, (4096,), minval=-2.5, maxval=7.0)
+  got = run_on(jax.devices("mlx")[0], sample, key)
+  want = run_on(jax.devices("cpu")[0], sample, key)
+  np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
