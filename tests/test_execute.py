@@ -141,3 +141,18 @@ def test_unsupported_op_is_reported_at_compile_time():
   except Exception as e:  # noqa: BLE001 - any jax error type; the message is what matters
     assert "fft" in str(e)
   # (if fft is implemented some day, nothing to check)
+
+
+def test_program_without_outputs_runs(mlx_device):
+  # jaxlib passes no output list for a program with no outputs (found by jax's api_test).
+  @jax.jit
+  def nothing():
+    return None
+
+  @jax.jit
+  def unused(x):
+    jnp.sin(x)
+
+  with jax.default_device(mlx_device):
+    assert nothing() is None
+    assert unused(jax.device_put(np.ones(3, np.float32), mlx_device)) is None

@@ -173,7 +173,9 @@ Status execute(PJRT_LoadedExecutable_Execute_Args* args) {
   if (specs.size() > 0 && (args->argument_lists == nullptr || args->argument_lists[0] == nullptr)) {
     return invalid_argument("Execute: argument_lists is null");
   }
-  if (args->output_lists == nullptr || args->output_lists[0] == nullptr) {
+  // jaxlib passes no output list for a program without outputs (e.g. one run for its effects).
+  const size_t num_outputs = info.exec->outputs().size();
+  if (num_outputs > 0 && (args->output_lists == nullptr || args->output_lists[0] == nullptr)) {
     return invalid_argument("Execute: output_lists is null");
   }
   std::vector<bool> donate = info.donated;
