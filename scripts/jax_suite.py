@@ -2,6 +2,7 @@
 """Runs jax's own test suite with our platform as the default device and tabulates the results.
 
     scripts/jax_suite.py --jax-src PATH [--files lax_test.py ...] [--jobs N] [--out docs/jax_suite.md]
+    scripts/jax_suite.py --jax-src PATH --rerun RESULTS.json   # re-run only earlier failures
 
 PATH is a checkout of github.com/jax-ml/jax at the installed jax's release tag (for example
 `git archive jax-v0.10.2 tests conftest.py`), kept outside this repository. Each test file runs
@@ -52,14 +53,15 @@ def has_xdist(python: str) -> bool:
 
 
 def run_file(python: str, src: pathlib.Path, name: str, jobs: int, timeout: float,
-             extra: list[str], xml_path: pathlib.Path) -> tuple[float, str | None]:
+             extra: list[str], xml_path: pathlib.Path,
+             node_ids: bool = False) -> tuple[float, str | None]:
   env = dict(os.environ)
   env["JAX_PLATFORMS"] = f"{platform_name()},cpu"
   env.setdefault("JAX_NUM_GENERATED_CASES", "10")
   env["PYTHONPATH"] = os.pathsep.join(
       p for p in [str(REPO / "python"), env.get("PYTHONPATH", "")] if p)
   cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml_path}",
-         "-o", "junit_family=xunit1", f"tests/{name}", *extra]
+         "-o", "junit_family=xunit1", *([] if node_ids else [f"tests/{name}"]), *extra]
   if jobs > 1:
     cmd += ["-n", str(jobs)]
   start = time.monotonic()
@@ -107,6 +109,44 @@ def signature(message: str) -> str:
   return "(no message)"
 
 
+def node_id(name: str, test_id: str) -> str:
+  """junit "tests.api_test.APITest::test_x" -> pytest "tests/api_test.py::APITest::test_x"
+  (module-level tests have no class part)."""
+  classname, test = test_id.split("::", 1)
+  cls = classname.rsplit(".", 1)[-1]
+  return f"tests/{name}::{test}" if cls == name[:-3] else f"tests/{name}::{cls}::{test}"
+
+
+def rerun_failures(args, jobs):
+  """Re-runs the failures recorded in args.rerun; returns its rows and failures, updated."""
+  old = json.loads(args.rerun.read_text())
+  rows = {r["file"]: dict(r) for r in old["rows"]}
+  by_file = collections.defaultdict(list)
+  for f in old["failures"]:
+    by_file[f["file"]].append(f)
+  failures = []
+  with tempfile.TemporaryDirectory() as tmp:
+    for name, items in by_file.items():
+      # junit classname "tests.api_test.APITest" + name -> node id "tests/api_test.py::APITest::t"
+      ids = [node_id(name, f["test"]) for f in items]
+      xml_path = pathlib.Path(tmp, name + ".xml")
+      run_file(args.python, args.jax_src, name, jobs, args.timeout, ids, xml_path, node_ids=True)
+      still = {}
+      if xml_path.exists():
+        for test_id, outcome, message in parse_junit(xml_path):
+          still[test_id] = (outcome, message)
+      for f in items:
+        outcome, message = still.get(f["test"], ("failed", f["signature"]))
+        if outcome == "failed":
+          failures.append(dict(f, cause=cause_of(message), signature=signature(message)))
+        else:
+          rows[name]["failed"] -= 1
+          rows[name]["passed" if outcome == "passed" else "skipped"] += 1
+      print(f"{name}: re-ran {len(items)}, {sum(1 for f in failures if f['file'] == name)} "
+            "still fail", flush=True)
+  return list(rows.values()), failures, old.get("problems", {})
+
+
 def main() -> int:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
   ap.add_argument("--jax-src", required=True, type=pathlib.Path)
@@ -116,6 +156,9 @@ def main() -> int:
   ap.add_argument("--python", default=sys.executable)
   ap.add_argument("--out", type=pathlib.Path, default=REPO / "docs" / "jax_suite.md")
   ap.add_argument("--json", type=pathlib.Path, help="also write the raw results here")
+  ap.add_argument("--rerun", type=pathlib.Path,
+                  help="results (--json) of an earlier full run: re-run only its failures and "
+                       "update its counts (after a fix, without the whole suite's hours on a CPU)")
   ap.add_argument("pytest_args", nargs=argparse.REMAINDER,
                   help="after --: extra pytest arguments (e.g. -- -k Sort)")
   args = ap.parse_args()
@@ -124,8 +167,10 @@ def main() -> int:
 
   import jax  # the version the table is for
   rows, failures, problems = [], [], {}
+  if args.rerun:
+    rows, failures, problems = rerun_failures(args, jobs)
   with tempfile.TemporaryDirectory() as tmp:
-    for name in args.files:
+    for name in ([] if args.rerun else args.files):
       xml_path = pathlib.Path(tmp, name + ".xml")
       elapsed, problem = run_file(args.python, args.jax_src, name, jobs, args.timeout, extra,
                                   xml_path)
@@ -170,8 +215,8 @@ def main() -> int:
     lines += ["", "## Files that did not finish", ""]
     lines += [f"- `{name}`: {text.splitlines()[0] if text else ''}" for name, text in problems.items()]
   by_cause = collections.defaultdict(list)
-  for f in failures:
-    by_cause[f["cause"]].append(f)
+  for f in failures:  # causes from today's patterns, also for failures carried over by --rerun
+    by_cause[cause_of(f["signature"]) if f["cause"] == "unclassified" else f["cause"]].append(f)
   lines += ["", "## Failures by cause", ""]
   for cause, items in sorted(by_cause.items(), key=lambda kv: -len(kv[1])):
     lines.append(f"### {cause} ({len(items)})")
