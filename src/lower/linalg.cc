@@ -245,6 +245,22 @@ StatusOr<Values> lower_eigh(LowerContext& ctx, const ir::Op& op, const Values& i
   return Values{cast_out(v, vdt), cast_out(w, wdt)};
 }
 
+// The reduced SVD of a real m x n matrix, m != n, without the full m x m (or n x n) factor MLX's
+// svd always computes: a 400000 x 2 matrix's full U would be 640 GB (jnp.linalg.pinv of such a
+// matrix crashed the process). QR first, then the SVD of the small k x k triangle:
+//   tall  a = Q R,      R = Ur S Vt   ->  U = Q Ur,  Vt
+//   wide  a^T = Q R,    R = Ur S Vt   ->  U = Vt^T,  Vt = (Q Ur)^T
+// Returns {U (m x k), S (k), Vt (k x n)} like mx::linalg::svd's full form restricted to k.
+std::vector<mx::array> reduced_svd_via_qr(const mx::array& a, int m, int n) {
+  const bool tall = m > n;
+  mx::array x = tall ? a : mx::swapaxes(a, -1, -2);
+  auto [q, r] = mx::linalg::qr(x, kCpu);
+  auto small = mx::linalg::svd(r, true, kCpu);
+  mx::array qu = mx::matmul(q, small[0]);
+  if (tall) return {qu, small[1], small[2]};
+  return {mx::swapaxes(small[2], -1, -2), small[1], mx::swapaxes(qu, -1, -2)};
+}
+
 // jaxmlx.svd(a) -> (s) or (s, u, vt); config full, uv, lo, hi. MLX returns the full U (m x m)
 // and Vt (n x n); the reduced forms and index subsets are slices of them.
 StatusOr<Values> lower_svd(LowerContext& ctx, const ir::Op& op, const Values& in) {
@@ -263,7 +279,10 @@ StatusOr<Values> lower_svd(LowerContext& ctx, const ir::Op& op, const Values& in
   mx::array a = mx::astype(in[0], ct);
   mx::array ok = linalg::all_finite(a);
   a = mx::where(ok, a, mx::zeros({}, ct));
-  auto r = mx::linalg::svd(a, uv, kCpu);
+  const bool reduced = uv && !(cfg["full"] != 0 && lo == 0 && hi == k);
+  auto r = reduced && m != n && !mx::issubdtype(ct, mx::complexfloating)
+               ? reduced_svd_via_qr(a, m, n)
+               : mx::linalg::svd(a, uv, kCpu);
   mx::array s = uv ? r[1] : r[0];
   if (lo != 0 || hi != k) s = slice_axis(s, -1, lo, hi);
   Values res{linalg::nan_unless(mx::squeeze(ok, -1), s)};

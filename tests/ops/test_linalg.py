@@ -477,3 +477,21 @@ def test_refused_types_name_the_op(name, fn, dt):
   x = spd((3, 3)).astype(dt)
   with pytest.raises(Exception, match=name):
     jax.jit(fn)(jax.device_put(x, mlx()))
+
+
+@pytest.mark.parametrize("shape", [(100000, 2), (2, 100000), (3, 40, 5)])
+def test_reduced_svd_of_very_unequal_sides(shape):
+  # The reduced SVD must not build the full m x m factor: for 100000 x 2 that is 40 GB (jax's
+  # linalg_test testPinv crashed the process this way). pinv uses it. jax's CPU backend itself
+  # runs out of memory here (its LAPACK call asks for an m x m workspace), so the reference is
+  # numpy's reduced SVD in float64.
+  a = np.random.default_rng(11).standard_normal(shape).astype(np.float32)
+  mlx = jax.devices("mlx")[0]
+  u, s, vt = jax.jit(lambda x: jnp.linalg.svd(x, full_matrices=False))(jax.device_put(a, mlx))
+  np.testing.assert_allclose(np.asarray(s), np.linalg.svd(a.astype(np.float64), compute_uv=False),
+                             rtol=1e-4)
+  rec = np.einsum("...ik,...k,...kj->...ij", np.asarray(u), np.asarray(s), np.asarray(vt))
+  np.testing.assert_allclose(rec, a, atol=1e-3 * np.abs(a).max())
+  p = jax.jit(jnp.linalg.pinv)(jax.device_put(a, mlx))
+  np.testing.assert_allclose(np.asarray(p), np.linalg.pinv(a.astype(np.float64)), rtol=1e-3,
+                             atol=1e-6)
