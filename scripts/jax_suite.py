@@ -156,6 +156,8 @@ def main() -> int:
   ap.add_argument("--python", default=sys.executable)
   ap.add_argument("--out", type=pathlib.Path, default=REPO / "docs" / "jax_suite.md")
   ap.add_argument("--json", type=pathlib.Path, help="also write the raw results here")
+  ap.add_argument("--render", type=pathlib.Path,
+                  help="results (--json) to write as Markdown again, running nothing")
   ap.add_argument("--rerun", type=pathlib.Path,
                   help="results (--json) of an earlier full run: re-run only its failures and "
                        "update its counts (after a fix, without the whole suite's hours on a CPU)")
@@ -167,10 +169,13 @@ def main() -> int:
 
   import jax  # the version the table is for
   rows, failures, problems = [], [], {}
-  if args.rerun:
+  if args.render:
+    old = json.loads(args.render.read_text())
+    rows, failures, problems = old["rows"], old["failures"], old.get("problems", {})
+  elif args.rerun:
     rows, failures, problems = rerun_failures(args, jobs)
   with tempfile.TemporaryDirectory() as tmp:
-    for name in ([] if args.rerun else args.files):
+    for name in ([] if args.rerun or args.render else args.files):
       xml_path = pathlib.Path(tmp, name + ".xml")
       elapsed, problem = run_file(args.python, args.jax_src, name, jobs, args.timeout, extra,
                                   xml_path)
@@ -216,7 +221,8 @@ def main() -> int:
     lines += [f"- `{name}`: {text.splitlines()[0] if text else ''}" for name, text in problems.items()]
   by_cause = collections.defaultdict(list)
   for f in failures:  # causes from today's patterns, also for failures carried over by --rerun
-    by_cause[cause_of(f["signature"]) if f["cause"] == "unclassified" else f["cause"]].append(f)
+    by_signature = cause_of(f["signature"])
+    by_cause[f["cause"] if by_signature == "unclassified" else by_signature].append(f)
   lines += ["", "## Failures by cause", ""]
   for cause, items in sorted(by_cause.items(), key=lambda kv: -len(kv[1])):
     lines.append(f"### {cause} ({len(items)})")
