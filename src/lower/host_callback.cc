@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "base/fault_injection.h"
 #include "lower/dtypes.h"
 #include "lower/interpreter.h"
 #include "lower/lowering.h"
@@ -147,15 +148,24 @@ StatusOr<Values> call_host(const ir::Op& op, uint64_t id,
     out.push_back(describe(p, static_cast<int64_t>(n), r));
   }
   std::string error(4096, '\0');
-  g_running.fetch_add(1);
-  int32_t rc = handler(id, in.data(), static_cast<int64_t>(in.size()), out.data(),
-                       static_cast<int64_t>(out.size()), error.data(),
-                       static_cast<int64_t>(error.size()));
-  g_running.fetch_sub(1);
+  int32_t rc = 1;
+  // JAXMLX_FAULT=callback:N fails the call as if the Python function had raised.
+  if (std::optional<std::string> injected = fault::fired(fault::Point::kCallback)) {
+    error = "host callback #" + std::to_string(id) + " failed: " + *injected;
+  } else {
+    g_running.fetch_add(1);
+    rc = handler(id, in.data(), static_cast<int64_t>(in.size()), out.data(),
+                 static_cast<int64_t>(out.size()), error.data(),
+                 static_cast<int64_t>(error.size()));
+    g_running.fetch_sub(1);
+  }
   if (rc != 0) {
     error.resize(std::min(error.find('\0'), error.size()));
-    return failed_precondition(std::string(op.name()) + " @" + std::string(kHostCallbackTarget) +
-                               ": " + (error.empty() ? "the host callback failed" : error));
+    // The op's location is the user's callback line: say where the failing call is.
+    std::string where = std::string(op.name()) + " @" + std::string(kHostCallbackTarget);
+    if (op.loc && op.loc->known()) where += " at " + op.loc->to_string();
+    return failed_precondition(where + ": " +
+                               (error.empty() ? "the host callback failed" : error));
   }
   Values made;
   for (size_t i = 0; i < results.size(); ++i) {

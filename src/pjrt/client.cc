@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "base/fault_injection.h"
 #include "lower/host_callback.h"
 #include "mlx/mlx.h"
 #include "pjrt/entry_points.h"
@@ -91,8 +92,10 @@ PJRT_Error* Plugin_Attributes(PJRT_Plugin_Attributes_Args* args) {
 
 PJRT_Error* Client_Create(PJRT_Client_Create_Args* args) {
   return guarded(args, [&]() -> Status {
+    // A JAXMLX_FAULT that does not parse must not be ignored: tests relying on it would pass.
+    RETURN_IF_ERROR(fault::install_from_env());
     auto client = std::make_unique<PJRT_Client>();
-    client->worker = std::make_shared<runtime::DeviceWorker>();
+    client->worker = runtime::DeviceWorker::shared();
     build_client(client.get());
     args->client = client.release();
     return Status();
