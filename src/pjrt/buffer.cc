@@ -1,5 +1,6 @@
 // PJRT entry points of buffers: host transfers, queries, deletion and copies.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pjrt/element_types.h"
@@ -54,14 +55,6 @@ StatusOr<std::vector<int64_t>> host_strides(const PJRT_Buffer_MemoryLayout* layo
   return strides;
 }
 
-PJRT_Buffer* wrap(PJRT_Client* client, std::shared_ptr<runtime::Buffer> b) {
-  auto* out = new PJRT_Buffer;
-  out->client = client;
-  out->worker = client->worker;
-  out->buffer = std::move(b);
-  return out;
-}
-
 Status check_memory_target(PJRT_Client* client, PJRT_Device* device, PJRT_Memory* memory) {
   if (memory != nullptr) {
     if (memory != client->memory.get()) {
@@ -75,7 +68,28 @@ Status check_memory_target(PJRT_Client* client, PJRT_Device* device, PJRT_Memory
   return Status();
 }
 
+// The buffer's client, unless it has been destroyed.
+StatusOr<PJRT_Client*> client_of(const PJRT_Buffer* b, std::string_view what) {
+  RETURN_IF_ERROR(check_client_alive(b->client_alive, what));
+  return b->client;
+}
+
 }  // namespace
+
+PJRT_Buffer* new_buffer(PJRT_Client* client, std::shared_ptr<runtime::Buffer> buffer) {
+  auto* out = new PJRT_Buffer;
+  out->client = client;
+  out->client_alive = client->alive;
+  out->worker = client->worker;
+  out->buffer = std::move(buffer);
+  return out;
+}
+
+Status check_client_alive(const std::shared_ptr<const std::atomic<bool>>& alive,
+                          std::string_view what) {
+  if (alive && alive->load()) return Status();
+  return failed_precondition(std::string(what) + ": the client it belongs to has been destroyed");
+}
 
 PJRT_Error* Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Args* args) {
   return guarded(args, [&]() -> Status {
@@ -117,7 +131,7 @@ PJRT_Error* Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Args* a
                      runtime::Buffer::from_host(*client->worker, args->type, std::move(dims),
                                                 *storage, host, copy_now, host_done));
     args->done_with_host_buffer = new_event(host_done);
-    args->buffer = wrap(client, std::move(buffer));
+    args->buffer = new_buffer(client, std::move(buffer));
     return Status();
   });
 }
@@ -243,14 +257,15 @@ static Status copy_buffer(PJRT_Buffer* src, PJRT_Buffer** out) {
       to->set_error(a.status());
     }
   });
-  *out = wrap(src->client, to);
+  *out = new_buffer(src->client, to);
   return Status();
 }
 
 PJRT_Error* Buffer_CopyToDevice(PJRT_Buffer_CopyToDevice_Args* args) {
   return guarded(args, [&]() -> Status {
     ASSIGN_OR_RETURN(PJRT_Buffer * b, checked_buffer(args->buffer));
-    if (args->dst_device != &b->client->device) {
+    ASSIGN_OR_RETURN(PJRT_Client * client, client_of(b, "CopyToDevice"));
+    if (args->dst_device != &client->device) {
       return invalid_argument("CopyToDevice: the destination device does not belong to this client");
     }
     return copy_buffer(b, &args->dst_buffer);
@@ -260,7 +275,8 @@ PJRT_Error* Buffer_CopyToDevice(PJRT_Buffer_CopyToDevice_Args* args) {
 PJRT_Error* Buffer_CopyToMemory(PJRT_Buffer_CopyToMemory_Args* args) {
   return guarded(args, [&]() -> Status {
     ASSIGN_OR_RETURN(PJRT_Buffer * b, checked_buffer(args->buffer));
-    if (args->dst_memory != b->client->memory.get()) {
+    ASSIGN_OR_RETURN(PJRT_Client * client, client_of(b, "CopyToMemory"));
+    if (args->dst_memory != client->memory.get()) {
       return invalid_argument("CopyToMemory: the destination memory does not belong to this client");
     }
     return copy_buffer(b, &args->dst_buffer);
@@ -275,7 +291,8 @@ PJRT_Error* Buffer_IsOnCpu(PJRT_Buffer_IsOnCpu_Args* args) {
 PJRT_Error* Buffer_Device(PJRT_Buffer_Device_Args* args) {
   return guarded(args, [&]() -> Status {
     ASSIGN_OR_RETURN(PJRT_Buffer * b, checked_buffer(args->buffer));
-    args->device = &b->client->device;
+    ASSIGN_OR_RETURN(PJRT_Client * client, client_of(b, "PJRT_Buffer_Device"));
+    args->device = &client->device;
     return Status();
   });
 }
@@ -283,7 +300,8 @@ PJRT_Error* Buffer_Device(PJRT_Buffer_Device_Args* args) {
 PJRT_Error* Buffer_Memory(PJRT_Buffer_Memory_Args* args) {
   return guarded(args, [&]() -> Status {
     ASSIGN_OR_RETURN(PJRT_Buffer * b, checked_buffer(args->buffer));
-    args->memory = b->client->memory.get();
+    ASSIGN_OR_RETURN(PJRT_Client * client, client_of(b, "PJRT_Buffer_Memory"));
+    args->memory = client->memory.get();
     return Status();
   });
 }

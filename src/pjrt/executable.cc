@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pjrt/element_types.h"
@@ -38,7 +39,8 @@ struct PJRT_Executable {
 };
 
 struct PJRT_LoadedExecutable {
-  PJRT_Client* client = nullptr;
+  PJRT_Client* client = nullptr;  // valid while *client_alive
+  std::shared_ptr<const std::atomic<bool>> client_alive;
   PJRT_Executable executable;
   std::atomic<bool> deleted{false};
   PJRT_LogicalDeviceIds logical_ids{0, 0};
@@ -136,12 +138,22 @@ StatusOr<PJRT_LoadedExecutable*> loaded(PJRT_LoadedExecutable* e) {
   return e;
 }
 
+// The executable's client, unless it has been destroyed.
+StatusOr<PJRT_Client*> client_of(const PJRT_LoadedExecutable* e, std::string_view what) {
+  RETURN_IF_ERROR(check_client_alive(e->client_alive, what));
+  return e->client;
+}
+
 // Checks one argument against the program's input spec.
 Status check_argument(PJRT_Client* client, PJRT_Buffer* b, size_t i,
                       const runtime::TensorSpec& spec) {
   std::string which = "argument " + std::to_string(i);
   if (b == nullptr) return invalid_argument(which + " is null");
-  if (b->client != client) return invalid_argument(which + " belongs to another client");
+  // Compared by the clients' flags: a destroyed client's address may be reused by a new one.
+  if (b->client_alive != client->alive) {
+    RETURN_IF_ERROR(check_client_alive(b->client_alive, which));
+    return invalid_argument(which + " belongs to another client");
+  }
   if (b->buffer->is_deleted()) {
     return invalid_argument(which + " has been deleted or donated");
   }
@@ -157,7 +169,7 @@ Status execute(PJRT_LoadedExecutable_Execute_Args* args) {
   ASSIGN_OR_RETURN(PJRT_LoadedExecutable * le, loaded(args->executable));
   if (le->deleted.load()) return failed_precondition("Execute: the executable has been deleted");
   const ExecutableInfo& info = *le->executable.info;
-  PJRT_Client* client = le->client;
+  ASSIGN_OR_RETURN(PJRT_Client * client, client_of(le, "Execute"));
   if (args->num_devices != 1) {
     return invalid_argument("Execute: the mlx platform runs on one device, got " +
                             std::to_string(args->num_devices));
@@ -182,6 +194,8 @@ Status execute(PJRT_LoadedExecutable_Execute_Args* args) {
   if (const PJRT_ExecuteOptions* o = args->options) {
     if (o->struct_size >= jaxmlx_pjrt_field_end(PJRT_ExecuteOptions,
                                                 num_non_donatable_input_indices)) {
+      if (o->num_non_donatable_input_indices > 0 && o->non_donatable_input_indices == nullptr)
+        return invalid_argument("Execute: non_donatable_input_indices is null");
       for (size_t k = 0; k < o->num_non_donatable_input_indices; ++k) {
         int64_t idx = o->non_donatable_input_indices[k];
         if (idx >= 0 && static_cast<size_t>(idx) < donate.size()) donate[idx] = false;
@@ -216,13 +230,8 @@ Status execute(PJRT_LoadedExecutable_Execute_Args* args) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (donate[i]) inputs[i]->mark_deleted();
   }
-  for (size_t j = 0; j < outputs.size(); ++j) {
-    auto* out = new PJRT_Buffer;
-    out->client = client;
-    out->worker = client->worker;
-    out->buffer = outputs[j];
-    args->output_lists[0][j] = out;
-  }
+  for (size_t j = 0; j < outputs.size(); ++j)
+    args->output_lists[0][j] = new_buffer(client, outputs[j]);
   if (args->device_complete_events != nullptr) args->device_complete_events[0] = new_event(done);
   return Status();
 }
@@ -242,6 +251,7 @@ PJRT_Error* Client_Compile(PJRT_Client_Compile_Args* args) {
     ASSIGN_OR_RETURN(auto info, compile_program(args->client, args->program, std::move(options)));
     auto* le = new PJRT_LoadedExecutable;
     le->client = args->client;
+    le->client_alive = args->client->alive;
     le->executable.info = std::move(info);
     args->executable = le;
     return Status();
@@ -399,8 +409,9 @@ PJRT_Error* LoadedExecutable_AddressableDevices(
     PJRT_LoadedExecutable_AddressableDevices_Args* args) {
   return guarded(args, [&]() -> Status {
     ASSIGN_OR_RETURN(PJRT_LoadedExecutable * le, loaded(args->executable));
-    args->addressable_devices = le->client->devices.data();
-    args->num_addressable_devices = le->client->devices.size();
+    ASSIGN_OR_RETURN(PJRT_Client * client, client_of(le, "AddressableDevices"));
+    args->addressable_devices = client->devices.data();
+    args->num_addressable_devices = client->devices.size();
     return Status();
   });
 }

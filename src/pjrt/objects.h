@@ -2,13 +2,17 @@
 //
 // Ownership: the client owns its device, description, memory and topology (they live as long as
 // the client). Buffers and events are owned by the caller, who destroys them; each buffer keeps
-// the device worker alive, so a buffer that outlives its client still frees safely.
+// the device worker alive, so a buffer that outlives its client still frees safely. Buffers and
+// loaded executables share the client's `alive` flag: once the client is destroyed, the calls
+// that would reach it through them fail with FAILED_PRECONDITION instead of touching freed memory.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -43,6 +47,8 @@ struct PJRT_TopologyDescription {
 };
 
 struct PJRT_Client {
+  ~PJRT_Client() { alive->store(false); }
+  std::shared_ptr<std::atomic<bool>> alive = std::make_shared<std::atomic<bool>>(true);
   std::shared_ptr<jaxmlx::runtime::DeviceWorker> worker;
   std::string platform_name;
   std::string platform_version;
@@ -55,7 +61,8 @@ struct PJRT_Client {
 };
 
 struct PJRT_Buffer {
-  PJRT_Client* client = nullptr;
+  PJRT_Client* client = nullptr;  // valid while *client_alive
+  std::shared_ptr<const std::atomic<bool>> client_alive;
   std::shared_ptr<jaxmlx::runtime::DeviceWorker> worker;  // outlives the client if need be
   std::shared_ptr<jaxmlx::runtime::Buffer> buffer;
   std::vector<int64_t> minor_to_major;  // backing store for GetMemoryLayout
@@ -92,5 +99,12 @@ inline Memory* as_memory(PJRT_Memory* m) { return static_cast<Memory*>(m); }
 
 // A new caller-owned event handle for `event`.
 PJRT_Event* new_event(runtime::Event event);
+
+// A new caller-owned buffer handle of `client` for `buffer`.
+PJRT_Buffer* new_buffer(PJRT_Client* client, std::shared_ptr<runtime::Buffer> buffer);
+
+// FAILED_PRECONDITION naming `what` when the client behind `alive` has been destroyed.
+Status check_client_alive(const std::shared_ptr<const std::atomic<bool>>& alive,
+                          std::string_view what);
 
 }  // namespace jaxmlx::pjrt

@@ -24,6 +24,18 @@ Status guard(const char* what, const std::function<Status()>& fn) {
   }
 }
 
+std::shared_ptr<DeviceWorker> DeviceWorker::shared() {
+  static std::mutex mu;
+  static std::weak_ptr<DeviceWorker> current;
+  std::lock_guard<std::mutex> lock(mu);
+  std::shared_ptr<DeviceWorker> worker = current.lock();
+  if (!worker) {
+    worker = std::make_shared<DeviceWorker>();
+    current = worker;
+  }
+  return worker;
+}
+
 DeviceWorker::DeviceWorker() {
   thread_ = std::thread([queue = queue_] { loop(queue); });
   thread_id_ = thread_.get_id();

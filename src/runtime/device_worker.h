@@ -28,6 +28,11 @@ struct DeviceInfo {
 
 class DeviceWorker {
  public:
+  // The process's worker, shared by every client: MLX must be driven from one thread, so two
+  // clients alive at once must not each start their own. A new one starts when the last owner
+  // of the previous one is gone.
+  static std::shared_ptr<DeviceWorker> shared();
+
   // Starts the thread and selects MLX's GPU when it has one, else its CPU.
   DeviceWorker();
   ~DeviceWorker();
