@@ -7,6 +7,9 @@
 // mx::conv_general and round once; complex64 is four real convolutions. Integers are exact and
 // wrap like XLA: one integer multiply-and-sum over the features per kernel offset, in the
 // result type (MLX convolutions are float-only). precision_config is ignored.
+// A 0-D convolution (no spatial dims: a grouped matmul) convolves over one unit spatial dim,
+// since MLX needs 1-3. Bool convolutions are XLA's or-of-and: an exact integer count of the
+// true products, then != 0.
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -57,6 +60,14 @@ StatusOr<ConvSpec> read_spec(LowerContext& ctx, const ir::Op& op, const ir::Conv
   if (s.feature_groups < 1 || s.batch_groups < 1 || (s.feature_groups > 1 && s.batch_groups > 1))
     return ctx.malformed(op, "bad feature_group_count / batch_group_count");
   return s;
+}
+
+// Gives a spec without spatial dims one unit dim (stride, dilations 1, no padding).
+void add_unit_spatial_dim(ConvSpec& s) {
+  s.nsp = 1;
+  s.strides = s.lhs_dil = s.rhs_dil = {1};
+  s.pad_lo = s.pad_hi = {0};
+  s.reversal = {false};
 }
 
 std::vector<int> concat_dims(int64_t first, const std::vector<int64_t>& mid, int64_t last) {
@@ -177,8 +188,9 @@ StatusOr<Values> lower_convolution(LowerContext& ctx, const ir::Op& op, const Va
   if (!is_static(lt) || !is_static(kt) || !is_static(rt))
     return ctx.unsupported(op, "dynamic shapes");
   RETURN_IF_ERROR(require_native(ctx, op));
-  if (lt.dtype == ir::ElementType::kPred || rt.dtype == ir::ElementType::kPred)
-    return ctx.unsupported(op, "boolean convolution");
+  const bool pred_out = rt.dtype == ir::ElementType::kPred;
+  if (pred_out && (lt.dtype != ir::ElementType::kPred || kt.dtype != ir::ElementType::kPred))
+    return ctx.unsupported(op, "boolean result from non-boolean operands");
   ASSIGN_OR_RETURN(ConvSpec s, read_spec(ctx, op, *dn));
   auto out_dt = storage_dtype(rt.dtype);
   if (!out_dt) return ctx.unsupported(op, "result type " + type_to_string(rt));
@@ -195,6 +207,12 @@ StatusOr<Values> lower_convolution(LowerContext& ctx, const ir::Op& op, const Va
   for (int d : yperm) yshape.push_back(static_cast<int>(rt.dims[d]));
   std::vector<int> back(yperm.size());
   for (size_t i = 0; i < yperm.size(); ++i) back[yperm[i]] = static_cast<int>(i);
+  const mx::Shape ycanon = yshape;  // [N, OS..., O], before a unit spatial dim is added
+  if (s.nsp == 0) {
+    x = mx::expand_dims(x, 1), w = mx::expand_dims(w, 1);
+    yshape.insert(yshape.begin() + 1, 1);
+    add_unit_spatial_dim(s);
+  }
   for (int d = 0; d < s.nsp; ++d)
     if (s.reversal[d]) w = mx::flip(w, d + 1);
   int64_t groups = s.feature_groups;
@@ -209,10 +227,15 @@ StatusOr<Values> lower_convolution(LowerContext& ctx, const ir::Op& op, const Va
   if (x.shape(-1) != w.shape(-1) * groups || w.shape(0) % groups != 0)
     return ctx.malformed(op, "feature counts do not match the group count");
   const bool int_out = mx::issubdtype(*out_dt, mx::integer);
+  auto is_int = [](const mx::array& a) {
+    return a.dtype() == mx::bool_ || mx::issubdtype(a.dtype(), mx::integer);
+  };
   mx::array y = mx::zeros({}, *out_dt);
-  if (int_out) {
-    if (!mx::issubdtype(x.dtype(), mx::integer) || !mx::issubdtype(w.dtype(), mx::integer))
-      return ctx.unsupported(op, "integer result from float operands");
+  if (pred_out) {
+    // Counts of true products fit int32 (a window holds far fewer than 2^31 elements).
+    y = mx::not_equal(int_conv(x, w, s, groups, yshape, mx::int32), mx::zeros({}, mx::int32));
+  } else if (int_out) {
+    if (!is_int(x) || !is_int(w)) return ctx.unsupported(op, "integer result from float operands");
     y = int_conv(x, w, s, groups, yshape, *out_dt);
   } else if (*out_dt == mx::complex64) {
     mx::array xc = mx::astype(x, mx::complex64), wc = mx::astype(w, mx::complex64);
@@ -226,7 +249,7 @@ StatusOr<Values> lower_convolution(LowerContext& ctx, const ir::Op& op, const Va
     y = float_conv(mx::astype(x, mx::float32), mx::astype(w, mx::float32), s, groups);
   }
   if (y.shape() != yshape) return ctx.malformed(op, "result shape does not match the window");
-  return Values{mx::astype(mx::transpose(y, back), *out_dt)};
+  return Values{mx::astype(mx::transpose(mx::reshape(y, ycanon), back), *out_dt)};
 }
 
 }  // namespace

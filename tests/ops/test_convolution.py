@@ -4,7 +4,9 @@ lax.conv_general_dilated in 1-, 2- and 3-D over many dimension layouts, paddings
 explicit, negative), strides, lhs/rhs dilations, feature groups (grouped, depthwise) and batch
 groups; conv_transpose; jnp.convolve / jnp.correlate; gradients of a small CNN wrt inputs and
 weights (lhs dilation, batch_group_count from grouped convs); f16/bf16/f32/complex64 and
-preferred_element_type; integer convolutions compared bit for bit (wrapping sums).
+preferred_element_type; integer convolutions compared bit for bit (wrapping sums); 0-D
+convolutions (no spatial dims, a grouped matmul), with groups and gradients; bool convolutions
+(XLA's or-of-and), compared exactly.
 
 Most float inputs hold small integers, so every product and partial sum is exact in f32 and the
 default tolerances compare a result that is independent of summation order. Tests on general
@@ -22,7 +24,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from tests.ops.edge_values import rand, values
+from tests.ops.edge_values import dtype_id, rand, values
 from tests.ops.harness import check
 
 F32_SUM_TOL = dict(rtol=1e-5, atol=1e-5)
@@ -228,6 +230,115 @@ def test_int_batch_groups_and_dilation():
   w = small_ints(np.int32, (4, 3, 2, 2), 28)
   check(lambda a, b: lax.conv_general_dilated(a, b, (1, 1), [(1, 1), (0, 0)], (2, 1), (1, 2),
                                               batch_group_count=2), x, w)
+
+
+# ---- 0-D (no spatial dims: a grouped matmul) -------------------------------------------------
+
+DN_0D = ("NC", "OI", "NC")
+ZERO_D_DTYPES = [np.float32, np.float16, jnp.bfloat16, np.int32, np.int8, np.uint16,
+                 np.complex64]
+
+
+@pytest.mark.parametrize("dt", ZERO_D_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("groups,n,cin,cout", [(1, 3, 4, 5), (2, 3, 4, 6), (4, 1, 4, 4),
+                                               (1, 1, 1, 1)], ids=str)
+def test_conv_0d(dt, groups, n, cin, cout):
+  x = small_ints(dt, (n, cin), 50)
+  w = small_ints(dt, (cout, cin // groups), 51)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (), (), dimension_numbers=DN_0D,
+                                              feature_group_count=groups), x, w)
+
+
+@pytest.mark.parametrize("bgc,n,cout", [(2, 4, 2), (3, 3, 6)], ids=str)
+@pytest.mark.parametrize("dt", [np.float32, np.int32], ids=dtype_id)
+def test_conv_0d_batch_groups(dt, bgc, n, cout):
+  x = small_ints(dt, (n, 3), 52)
+  w = small_ints(dt, (cout, 3), 53)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (), (), dimension_numbers=DN_0D,
+                                              batch_group_count=bgc), x, w)
+
+
+@pytest.mark.parametrize("dn", [("NC", "OI", "NC"), ("CN", "IO", "CN"), ("NC", "IO", "CN")],
+                         ids="-".join)
+def test_conv_0d_layouts_general_floats(dn):
+  x = rand(np.float32, (4, 7) if dn[0] == "NC" else (7, 4), 54)
+  w = rand(np.float32, (5, 7) if dn[1] == "OI" else (7, 5), 55)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (), (), dimension_numbers=dn), x, w,
+        **F32_SUM_TOL)
+
+
+@pytest.mark.parametrize("pet", [np.int32, np.float32], ids=dtype_id)
+def test_conv_0d_preferred(pet):
+  x = values(np.int8, (3, 6), 1)
+  w = values(np.int8, (2, 6), 4)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (), (), dimension_numbers=DN_0D,
+                                              preferred_element_type=pet), x, w)
+
+
+@pytest.mark.parametrize("xs,ws", [((0, 3), (2, 3)), ((2, 0), (2, 0)), ((2, 3), (0, 3))],
+                         ids=str)
+def test_conv_0d_empty(xs, ws):
+  check(lambda a, b: lax.conv_general_dilated(a, b, (), (), dimension_numbers=DN_0D),
+        small_ints(np.float32, xs), small_ints(np.float32, ws))
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_conv_0d_grad(groups):
+  x = rand(np.float32, (3, 4), 56)
+  w = rand(np.float32, (6, 4 // groups), 57)
+  ct = rand(np.float32, (3, 6), 58)
+
+  def f(a, b):
+    y = lax.conv_general_dilated(a, b, (), (), dimension_numbers=DN_0D,
+                                 feature_group_count=groups)
+    return jnp.sum(jnp.tanh(y) * ct)
+
+  check(jax.grad(f, argnums=(0, 1)), x, w, **F32_SUM_TOL)
+
+
+def test_conv_transpose_0d():
+  x = small_ints(np.float32, (3, 4), 59)
+  w = small_ints(np.float32, (4, 5), 60)
+  check(lambda a, b: lax.conv_transpose(a, b, (), "SAME", dimension_numbers=("NC", "IO", "NC")),
+        x, w)
+
+
+# ---- bool (XLA: or of ands) ---------------------------------------------------------------------
+
+
+def rand_bools(shape, seed, p=0.3):
+  return np.random.default_rng(seed).random(shape) < p
+
+
+@pytest.mark.parametrize("cfg", [
+    dict(window_strides=(1, 1), padding="SAME"),
+    dict(window_strides=(2, 1), padding=[(1, -1), (0, 2)], lhs_dilation=(1, 2)),
+    dict(window_strides=(1, 1), padding="VALID", rhs_dilation=(2, 1), feature_group_count=2),
+    dict(window_strides=(1, 2), padding="SAME", batch_group_count=2),
+], ids=str)
+@pytest.mark.parametrize("p", [0.1, 0.5], ids=str)
+def test_bool_conv(cfg, p):
+  x = rand_bools((4, 4, 6, 5), 61, p)
+  w = rand_bools((4, 4 // cfg.get("feature_group_count", 1), 3, 2), 62, p)
+  check(lambda a, b: lax.conv_general_dilated(a, b, **cfg), x, w)
+
+
+@pytest.mark.parametrize("groups", [1, 3])
+def test_bool_conv_0d_and_1d(groups):
+  x, w = rand_bools((5, 6), 63), rand_bools((3, 6 // groups), 64)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (), (), dimension_numbers=DN_0D,
+                                              feature_group_count=groups), x, w)
+  x, w = rand_bools((2, 6, 9), 65), rand_bools((3, 6 // groups, 4), 66)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (2,), "SAME", feature_group_count=groups),
+        x, w)
+
+
+def test_bool_conv_all_true_and_empty():
+  # Every window all true (the count reaches C*K, still nonzero) and an empty contraction.
+  check(lambda a, b: lax.conv_general_dilated(a, b, (1,), "VALID"),
+        np.ones((1, 64, 9), bool), np.ones((2, 64, 9), bool))
+  check(lambda a, b: lax.conv_general_dilated(a, b, (1,), "VALID"),
+        np.ones((2, 0, 5), bool), np.ones((3, 0, 2), bool))
 
 
 # ---- conv_transpose -------------------------------------------------------------------------
