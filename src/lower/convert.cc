@@ -1,11 +1,14 @@
 // Lowering rules: convert family (see lowering.h for the rule contract): stablehlo.convert with
 // XLA's semantics (float->int saturates, NaN->0; ->pred is x != 0; complex->real takes the real
-// part) and stablehlo.bitcast_convert (same-width views, width changes via a trailing dim).
+// part) and stablehlo.bitcast_convert (same-width views, width changes via a trailing dim;
+// sub-byte types pack little-endian, element 0 in the least significant bits).
 // Types MLX lacks convert exactly through their bits (float_bits.h): narrow floats via f32,
 // sub-byte ints wrap (int sources) or saturate (float sources) to their width, and the exact
 // f64 cases (f64 -> f32, narrower -> f64). stablehlo.reduce_precision lives here too: it is a
 // conversion to a smaller format and back.
 #include <limits>
+#include <optional>
+#include <vector>
 
 #include "lower/dtypes.h"
 #include "lower/elementwise_internal.h"
@@ -139,16 +142,72 @@ bool bitcastable(E t) {
   return d && static_cast<int>(d->size()) * 8 == ir::element_bit_width(t);
 }
 
+// Types narrower than a byte, one per storage byte in its low bits (sub-byte ints, f4, f6).
+bool packed_in_bytes(E t) {
+  std::optional<mx::Dtype> d = storage_dtype(t);
+  return t != E::kPred && d && d->size() == 1 && ir::element_bit_width(t) < 8;
+}
+
+// The bits of `x` (storage of `t`) as an unsigned int of t's width (uint8 below a byte; bits
+// above the width, which host transfers may leave in sub-byte storage, are cleared).
+mx::array raw_bits(const mx::array& x, E t) {
+  const int w = ir::element_bit_width(t);
+  if (w >= 8) return mx::view(x, unsigned_of(x.dtype()));
+  return mx::bitwise_and(mx::view(x, mx::uint8), int_scalar((1 << w) - 1, mx::uint8));
+}
+
+// The storage (dtype `st`) of `t` from its bits in the low bits of the unsigned `u`.
+mx::array from_raw_bits(const mx::array& u, E t, mx::Dtype st) {
+  const int w = ir::element_bit_width(t);
+  if (w >= 8) return mx::view(u, st);  // same size
+  mx::array b = mx::bitwise_and(mx::astype(u, mx::uint8), int_scalar((1 << w) - 1, mx::uint8));
+  return st == mx::uint8 ? b : fbits::wrap_subbyte(mx::view(b, st), t);  // signed: sign-extend
+}
+
+// spec: bitcast_convert between types of different widths, one of them under a byte. XLA packs
+// sub-byte elements little-endian, element 0 in the least significant bits (as jax's CPU):
+// a wider operand splits into a trailing dim of ratio pieces, a narrower one's last dim joins.
+mx::array bitcast_packed(const mx::array& x, E from, E to, mx::Dtype to_dtype) {
+  const int wf = ir::element_bit_width(from), wt = ir::element_bit_width(to);
+  mx::array u = raw_bits(x, from);
+  if (wf > wt) {
+    std::vector<mx::array> parts;
+    for (int k = 0; k < wf / wt; ++k)
+      parts.push_back(from_raw_bits(mx::right_shift(u, int_scalar(k * wt, u.dtype())), to,
+                                    to_dtype));
+    return mx::stack(parts, -1);
+  }
+  // Narrower pieces: shift each into place in an unsigned accumulator of the result's width.
+  const mx::Dtype acc = wt >= 8 ? unsigned_of(to_dtype) : mx::uint8;
+  const int r = wt / wf, last = x.ndim() - 1;
+  std::optional<mx::array> sum;
+  for (int k = 0; k < r; ++k) {
+    mx::array piece = mx::astype(mx::take(u, k, last), acc);
+    piece = mx::left_shift(piece, int_scalar(k * wf, acc));
+    sum = sum ? mx::bitwise_or(*sum, piece) : piece;
+  }
+  return from_raw_bits(*sum, to, to_dtype);
+}
+
 StatusOr<Values> lower_bitcast_convert(LowerContext& ctx, const ir::Op& op, const Values& in) {
   if (in.size() != 1) return ctx.malformed(op, "bitcast_convert takes 1 operand");
   E from = element_type(op.operands[0]);
   E to = element_type(op.results[0]);
   for (E t : {from, to})
-    if (!bitcastable(t))
+    if (!bitcastable(t) && !packed_in_bytes(t))
       return ctx.unsupported(op, std::string(ir::element_type_name(t)) + " bitcast");
   mx::Dtype to_dtype = *storage_dtype(to);
   const mx::array& x = in[0];
   mx::Shape out_shape(op.results[0].type->dims.begin(), op.results[0].type->dims.end());
+  const int wf = ir::element_bit_width(from), wt = ir::element_bit_width(to);
+  if (packed_in_bytes(from) || packed_in_bytes(to)) {
+    if (wf % wt != 0 && wt % wf != 0)
+      return ctx.malformed(op, "bit widths are not multiples of each other");
+    if (wf == wt) return Values{from_raw_bits(raw_bits(x, from), to, to_dtype)};
+    if (wf < wt && (x.ndim() == 0 || x.shape(-1) != wt / wf))
+      return ctx.malformed(op, "the operand's last dim must be the width ratio");
+    return Values{mx::reshape(bitcast_packed(x, from, to, to_dtype), out_shape)};
+  }
   if (x.dtype().size() == to_dtype.size()) return Values{ew::bit_view(x, to_dtype)};
   // spec: a wider operand gains a trailing dim of the ratio; a narrower one loses its last dim.
   // MLX views are little-endian reinterpretations of the last dim, as XLA's CPU bitcast is.

@@ -231,3 +231,77 @@ def test_int_sum_and_dot_wrap(dt):
   check_ints(lambda x: jnp.sum(x, axis=1, dtype=dt), x)
   if "2" not in name(dt):  # XLA's CPU has no 2-bit dot
     check_ints(lambda x: lax.dot(x, x.T), x)
+
+
+# ---- bitcast_convert of sub-byte types ----------------------------------------------------------
+# XLA packs sub-byte elements little-endian, element 0 in the least significant bits; every bit
+# pattern of the narrow side goes through, packed into / unpacked from every wider type.
+PACKED = SUBBYTE_INTS + [jnp.float4_e2m1fn]
+# Wider sides: each width, signed, unsigned and float storage among them (the unpacking of a
+# wide type views its bytes first, so one type per storage class and width suffices).
+BYTE_AND_UP = [np.int8, np.uint8, jnp.float8_e5m2, np.uint16, jnp.bfloat16, np.int32,
+               np.float32, np.uint64, np.float64, jnp.int4, jnp.uint4]
+
+
+def bit_width(dt) -> int:
+  if dt in SUBBYTE_INTS:
+    return ml_dtypes.iinfo(dt).bits
+  return 4 if "float4" in name(dt) else np.dtype(dt).itemsize * 8
+
+
+def every_pattern(dt) -> np.ndarray:
+  """Every bit pattern of a sub-byte type (as values of that type)."""
+  return all_ints(dt) if dt in SUBBYTE_INTS else all_patterns(dt)
+
+
+def random_bits(dt, shape, seed) -> np.ndarray:
+  """Uniformly random bits (every byte value, NaN patterns included) viewed as `dt`."""
+  n = int(np.prod(shape)) * np.dtype(dt).itemsize
+  raw = np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8)
+  return raw.view(np.dtype(dt)).reshape(shape)
+
+
+# (narrow, wide) pairs whose widths divide: the narrow side packs into the wide one.
+PACKED_PAIRS = [(a, b) for a in PACKED for b in BYTE_AND_UP
+                if bit_width(b) > bit_width(a) and bit_width(b) % bit_width(a) == 0]
+
+
+SAME_WIDTH_PACKED = [pytest.param(a, b, id=f"{name(a)}-{name(b)}") for a in PACKED
+                     for b in PACKED if bit_width(a) == bit_width(b)]
+
+
+@pytest.mark.parametrize("src,dst", SAME_WIDTH_PACKED)
+def test_bitcast_subbyte_same_width(src, dst):
+  check_ints(lambda x: lax.bitcast_convert_type(x, dst), every_pattern(src))
+
+
+@pytest.mark.parametrize("src,dst", [pytest.param(a, b, id=f"{name(a)}-{name(b)}")
+                                     for a, b in PACKED_PAIRS])
+@pytest.mark.parametrize("lead", [(), (2, 3)], ids=str)
+def test_bitcast_pack(src, dst, lead):
+  # The last dim (width ratio) packs into one element; patterns cycle so each slot sees all.
+  ratio = bit_width(dst) // bit_width(src)
+  pats = every_pattern(src)
+  n = int(np.prod(lead)) * ratio
+  idx = (np.arange(n) * 7 + np.arange(n) // len(pats)) % len(pats)
+  check_ints(lambda x: lax.bitcast_convert_type(x, dst), pats[idx].reshape(lead + (ratio,)))
+
+
+@pytest.mark.parametrize("src,dst", [pytest.param(b, a, id=f"{name(b)}-{name(a)}")
+                                     for a, b in PACKED_PAIRS])
+@pytest.mark.parametrize("shape", [(), (2, 3), (0,)], ids=str)
+def test_bitcast_unpack(src, dst, shape):
+  if bit_width(src) < 8:
+    pats = every_pattern(src)
+    x = pats[np.arange(int(np.prod(shape))) % len(pats)].reshape(shape)
+  else:
+    x = random_bits(src, shape, 3)
+  check_ints(lambda x: lax.bitcast_convert_type(x, dst), x)
+
+
+@pytest.mark.parametrize("dt", PACKED, ids=name)
+def test_bitcast_every_byte_round_trip(dt):
+  # Every byte value unpacks to two (or four) elements and packs back unchanged.
+  x = np.arange(256, dtype=np.uint8)
+  check_ints(lambda x: lax.bitcast_convert_type(lax.bitcast_convert_type(x, dt), np.int8), x)
+  check_ints(lambda x: lax.bitcast_convert_type(x, dt), x)
