@@ -3,6 +3,8 @@ user's source line — never a crash, never a silent CPU fallback."""
 
 from __future__ import annotations
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -39,3 +41,73 @@ def test_float64_compute_is_refused_not_downgraded(mlx_device):
     with pytest.raises(Exception) as info:
       jax.jit(lambda v: v * 2.0)(x)
     assert "f64" in str(info.value) or "float64" in str(info.value)
+
+
+# ---- bad input at the PJRT boundary, from Python (the C ABI side: src/pjrt/client_test.cc) -------
+# jax checks most of these before calling the plugin; either way the result is an exception and
+# a process that keeps working, never a crash.
+
+
+def test_donated_buffer_cannot_be_used_again(mlx_device):
+  step = jax.jit(lambda v: v + 1, donate_argnums=0)
+  x = jax.device_put(np.arange(4, dtype=np.int32), mlx_device)
+  y = step(x)
+  assert x.is_deleted()
+  # As on jax's CPU backend: INVALID_ARGUMENT from Execute (a ValueError) for the program that
+  # took it, jax's own RuntimeError elsewhere.
+  with pytest.raises(ValueError, match="argument 0 has been deleted or donated"):
+    step(x)
+  with pytest.raises(RuntimeError, match="deleted"):
+    jax.jit(lambda v: v * 3)(x)
+  with pytest.raises(RuntimeError, match="deleted"):
+    np.asarray(x)
+  np.testing.assert_array_equal(np.asarray(step(y)), np.arange(4, dtype=np.int32) + 2)
+
+
+def test_deleted_buffer_is_an_error_as_input(mlx_device):
+  fn = jax.jit(lambda v: v * 2)
+  x = jax.device_put(np.ones(3, np.float32), mlx_device)
+  x.delete()
+  with pytest.raises(RuntimeError, match="deleted"):
+    fn(x)
+  np.testing.assert_array_equal(np.asarray(fn(jnp.ones(3, np.float32, device=mlx_device))),
+                                [2.0, 2.0, 2.0])
+
+
+@pytest.mark.parametrize("bad", [np.ones((3,), np.int32), np.ones((4,), np.float32),
+                                 np.ones((3, 1), np.float32)], ids=["dtype", "shape", "rank"])
+def test_compiled_program_refuses_wrong_argument_types(mlx_device, bad):
+  compiled = jax.jit(lambda v: v * 2).lower(
+      jax.device_put(np.ones(3, np.float32), mlx_device)).compile()
+  with pytest.raises(TypeError, match="Argument types differ|argument"):
+    compiled(jax.device_put(bad, mlx_device))
+  with pytest.raises(TypeError):
+    compiled(jax.device_put(np.ones(3, np.float32), mlx_device), jax.device_put(bad, mlx_device))
+  np.testing.assert_array_equal(
+      np.asarray(compiled(jax.device_put(np.ones(3, np.float32), mlx_device))), [2.0, 2.0, 2.0])
+
+
+def test_arrays_of_a_replaced_client_stay_usable_and_mixing_clients_is_an_error():
+  # clear_backends() makes jax create a new client; arrays of the old one keep it alive. Run in
+  # a subprocess: the old client must not disturb the other tests' devices.
+  import subprocess
+  import sys
+
+  code = (
+      "import jax, numpy as np\n"
+      "from jax.extend import backend\n"
+      "x = jax.device_put(np.arange(4, dtype=np.float32), jax.devices('mlx')[0])\n"
+      "backend.clear_backends()\n"
+      "y = jax.device_put(np.arange(4, dtype=np.float32), jax.devices('mlx')[0])\n"
+      "f = jax.jit(lambda v: v * 2)\n"
+      "print('old', np.asarray(f(x)).tolist(), 'new', np.asarray(f(y)).tolist())\n"
+      "try:\n"
+      "  x + y\n"
+      "except ValueError as e:\n"
+      "  print('mixed refused:', 'incompatible devices' in str(e))\n")
+  env = dict(os.environ, JAX_PLATFORMS="cpu,mlx")
+  proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                        timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "old [0.0, 2.0, 4.0, 6.0] new [0.0, 2.0, 4.0, 6.0]" in proc.stdout, proc.stdout
+  assert "mixed refused: True" in proc.stdout, proc.stdout
