@@ -263,3 +263,32 @@ def test_philox_three_word_state(algorithm, out, x64):
     got = run_stablehlo(text, "mlx", state)
     for g, w in zip(got, want):
       np.testing.assert_array_equal(g, w)
+
+
+# jaxlib 0.11's XLA:CPU contracts an f16 multiply-add into one FMA rounded once to f16
+# (passes/contract_fma.h); jaxlib 0.10's rounds the product and the sum. The plugin follows JAXMLX_XLA_CPU_VERSION (set from the
+# installed jaxlib). Under the other version than the installed one, jax's CPU backend is no
+# reference, so the draws are checked against numpy models of both roundings, built from the
+# same raw bits.
+@pytest.mark.parametrize("version", ["0.10.2", "0.11.2"])
+@pytest.mark.parametrize("impl", IMPLS)
+def test_f16_uniform_rounding_follows_the_reference_jaxlib(version, impl, monkeypatch):
+  # The plugin sets the variable from jaxlib when it starts: start it first, so that the
+  # monkeypatch restores that value afterwards (not an unset variable).
+  jax.devices("mlx")
+  monkeypatch.setenv("JAXMLX_XLA_CPU_VERSION", version)
+  lo, hi, shape = -2.5, 7.0, (4000,)
+  k = key_data(impl, 1)
+  got = run_on(jax.devices("mlx")[0],
+               lambda k: jax.random.uniform(wrap(k, impl), shape, jnp.float16, lo, hi), k)
+  bits = run_on(jax.devices("cpu")[0],
+                lambda k: jax.random.bits(wrap(k, impl), shape, jnp.uint16), k)
+  got = got.view(np.uint16)
+  fl = ((bits >> 6) | np.float16(1).view(np.uint16)).view(np.float16) - np.float16(1)
+  scale = np.float16(hi) - np.float16(lo)
+  each_op = np.maximum(np.float16(lo), fl * scale + np.float16(lo))
+  once = np.maximum(np.float32(lo), fl.astype(np.float32) * np.float32(scale) +
+                    np.float32(lo)).astype(np.float16)
+  assert (each_op != once).mean() > 0.2  # the two models differ: the test can fail
+  want = once if version.startswith("0.11") else each_op
+  np.testing.assert_array_equal(got, want.view(np.uint16))

@@ -7,6 +7,7 @@
 #include "lower/elementwise_internal.h"
 #include "lower/util.h"
 #include "mlx/ops.h"
+#include "passes/xla_cpu_version.h"
 
 namespace jaxmlx::lower::fbits {
 
@@ -264,9 +265,10 @@ mx::array reduce_precision(const mx::array& x, int exponent_bits, int mantissa_b
     xi = where(overflows, signed_inf, where(underflows, signed_zero, xi));
   }
   mx::array nan = x;
-  // XLA's CPU computes bf16 in f32: NaNs come back canonical, except when the op is dropped
-  // as a no-op (more mantissa bits than bf16 and as many exponent bits): measured.
-  if (x.dtype() == mx::bfloat16 && !(mantissa_bits > src_m && exponent_bits >= src_e))
+  // XLA's CPU computes bf16 in f32: NaNs come back canonical, except (jaxlib 0.10) when the
+  // op is dropped as a no-op (more mantissa bits than bf16 and as many exponent bits): measured.
+  const bool no_op = mantissa_bits > src_m && exponent_bits >= src_e;
+  if (x.dtype() == mx::bfloat16 && (!no_op || passes::reference_jaxlib_at_least(0, 11)))
     nan = mx::view(bitwise_or(bitwise_and(mx::view(x, ut), c(0x8000)), c(0x7fc0)), x.dtype());
   return where(mx::isnan(x), nan, mx::view(xi, x.dtype()));
 }

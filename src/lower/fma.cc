@@ -55,11 +55,18 @@ mx::array add_round_to_odd(const mx::array& x, const mx::array& y) {
 StatusOr<Values> lower_fma_call(LowerContext& ctx, const ir::Op& op, const Values& in,
                                 bool neg_product, bool neg_addend) {
   if (in.size() != 3 || op.results.size() != 1) return ctx.malformed(op, "fma takes a, b, c");
+  const mx::Dtype t = in[0].dtype();
   for (const mx::array& x : in)
-    if (x.dtype() != mx::float32 || x.shape() != in[0].shape())
-      return ctx.unsupported(op, "fma of non-f32 or differently shaped operands");
+    if ((t != mx::float32 && t != mx::float16) || x.dtype() != t || x.shape() != in[0].shape())
+      return ctx.unsupported(op, "fma of operands other than f32 or f16 of one shape");
   mx::array a = neg_product ? mx::negative(in[0]) : in[0];
   mx::array c = neg_addend ? mx::negative(in[2]) : in[2];
+  if (t == mx::float16) {
+    // As LLVM computes a half FMA without native f16: an f32 FMA rounded to f16. The f16
+    // product is exact in f32, so the f32 multiply and add round once, like the FMA.
+    mx::array p = mx::astype(a, mx::float32) * mx::astype(in[1], mx::float32);
+    return Values{mx::astype(p + mx::astype(c, mx::float32), mx::float16)};
+  }
   return Values{exact_fma(a, in[1], c)};
 }
 

@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "passes/xla_cpu_version.h"
+
 namespace jaxmlx::passes {
 namespace {
 
@@ -19,8 +21,9 @@ void count_uses(const ir::Region& r, UseCounts& uses) {
   });
 }
 
-bool is_f32(const ir::Value& v) {
-  return v.type != nullptr && v.type->dtype == ir::ElementType::kF32;
+bool is_float(const ir::Value& v, bool f16) {
+  return v.type != nullptr &&
+         (v.type->dtype == ir::ElementType::kF32 || (f16 && v.type->dtype == ir::ElementType::kF16));
 }
 
 // A candidate product: the index of a single-use f32 multiply (or of a negate of one) in the block.
@@ -31,11 +34,11 @@ struct Product {
 
 class BlockContractor {
  public:
-  BlockContractor(ir::Block& b, const UseCounts& uses, FmaContraction mode)
-      : block_(b), uses_(uses), mode_(mode) {
+  BlockContractor(ir::Block& b, const UseCounts& uses, FmaContraction mode, bool f16)
+      : block_(b), uses_(uses), mode_(mode), f16_(f16) {
     for (size_t i = 0; i < b.ops.size(); ++i) {
       const ir::Op& op = b.ops[i];
-      if (op.results.size() == 1 && is_f32(op.results[0])) def_[op.results[0].id] = i;
+      if (op.results.size() == 1 && is_float(op.results[0], f16_)) def_[op.results[0].id] = i;
     }
   }
 
@@ -43,7 +46,7 @@ class BlockContractor {
     for (size_t i = 0; i < block_.ops.size(); ++i) {
       ir::Op& op = block_.ops[i];
       if ((op.kind != ir::OpKind::kAdd && op.kind != ir::OpKind::kSubtract) ||
-          op.operands.size() != 2 || !is_f32(op.results[0]))
+          op.operands.size() != 2 || !is_float(op.results[0], f16_))
         continue;
       if (mode_ == FmaContraction::kSamplers && !in_random_sampler(op)) continue;
       contract(op);
@@ -63,6 +66,8 @@ class BlockContractor {
     if (u == uses_.end() || u->second != 1) return nullptr;
     const ir::Op& d = block_.ops[it->second];
     if (d.kind != kind) return nullptr;
+    // The product and the sum in one type (an f16 product never feeds an f32 sum here).
+    if (d.results[0].type->dtype != dtype_) return nullptr;
     *index = it->second;
     return &d;
   }
@@ -80,6 +85,7 @@ class BlockContractor {
 
   void contract(ir::Op& op) {
     const bool add = op.kind == ir::OpKind::kAdd;
+    dtype_ = op.results[0].type->dtype;
     Product p;
     int side;  // which operand of `op` is the product
     if (as_product(op.operands[0], add, &p)) side = 0;
@@ -104,15 +110,17 @@ class BlockContractor {
   ir::Block& block_;
   const UseCounts& uses_;
   const FmaContraction mode_;
+  const bool f16_;
+  ir::ElementType dtype_ = ir::ElementType::kF32;  // of the add being contracted
   std::unordered_map<uint32_t, size_t> def_;
   std::vector<bool> dead_ = std::vector<bool>(block_.ops.size(), false);
 };
 
-void contract_region(ir::Region& r, const UseCounts& uses, FmaContraction mode) {
+void contract_region(ir::Region& r, const UseCounts& uses, FmaContraction mode, bool f16) {
   for (ir::Block& b : r.blocks) {
     for (ir::Op& op : b.ops)
-      for (ir::Region& nested : op.regions) contract_region(nested, uses, mode);
-    BlockContractor(b, uses, mode).run();
+      for (ir::Region& nested : op.regions) contract_region(nested, uses, mode, f16);
+    BlockContractor(b, uses, mode, f16).run();
   }
 }
 
@@ -126,12 +134,14 @@ FmaContraction fma_contraction_mode() {
   return FmaContraction::kSamplers;
 }
 
-Status contract_fma(ir::Module& m, FmaContraction mode) {
+bool xla_cpu_contracts_f16() { return reference_jaxlib_at_least(0, 11); }
+
+Status contract_fma(ir::Module& m, FmaContraction mode, bool f16) {
   if (mode == FmaContraction::kNone) return Status();
   for (ir::Func& f : m.funcs) {
     UseCounts uses;
     count_uses(f.body, uses);
-    contract_region(f.body, uses, mode);
+    contract_region(f.body, uses, mode, f16);
   }
   return Status();
 }

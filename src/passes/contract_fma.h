@@ -11,8 +11,12 @@
 // turns every fmul whose only use is an fadd/fsub into an FMA (when both operands of the add are
 // single-use products, the left one). MLX rounds the product and the sum separately, so without
 // this pass jax.random's scaled samplers and every polynomial differ from jax's CPU backend in
-// the last bits. Only f32 is contracted: XLA computes f16/bf16 arithmetic in f32 with a
-// conversion after each op, which keeps the two roundings (measured: tests/test_fma.py).
+// the last bits. f32 is contracted; f16 only for jaxlib >= 0.11 (xla_cpu_contracts_f16): its
+// XLA:CPU emits f16 arithmetic as LLVM half ops, which LLVM contracts too and computes as an f32
+// FMA rounded once to f16, where jaxlib 0.10's computed f16 in f32 with a conversion after each
+// op (measured on jax 0.11.2: uniform(key, s, float16, -2.5, 7.0) had 34 % of draws one f16 ULP
+// apart from per-op rounding and none from the contracted form; (u - 0.5) * pi in cauchy, with
+// no add, still rounds twice). bf16 is never contracted (measured on both).
 // The custom calls are lowered by lower/fma.cc (an exactly rounded FMA without f64).
 #pragma once
 
@@ -35,7 +39,11 @@ enum class FmaContraction { kNone, kSamplers, kAll };
 // kAll (every f32 multiply-add, as XLA:CPU does), "0" -> kNone.
 FmaContraction fma_contraction_mode();
 
-Status contract_fma(ir::Module& m, FmaContraction mode);
+// Whether the reference jaxlib (passes/xla_cpu_version.h) contracts f16 multiply-adds: 0.11 on.
+bool xla_cpu_contracts_f16();
+
+// Contracts f32 multiply-adds, and f16 ones when `f16`.
+Status contract_fma(ir::Module& m, FmaContraction mode, bool f16 = false);
 
 // True when `op` was traced inside one of jax.random's jitted samplers (jax names each
 // stablehlo op by its name stack: "jit(f)/jit(_normal)/jit(_normal_real)/erf_inv").

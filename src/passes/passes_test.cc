@@ -4,6 +4,8 @@
 
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/contract_fma.h"
+#include "passes/xla_cpu_version.h"
 
 namespace jaxmlx::passes {
 namespace {
@@ -187,6 +189,46 @@ TEST(DropSharding, ManualComputationIsInlined) {
   EXPECT_EQ(body.ops[0].kind, OpKind::kNegate);
   EXPECT_EQ(body.ops[0].operands[0].id, x.id);
   EXPECT_EQ(body.ops[1].operands[0].id, body.ops[0].results[0].id);
+}
+
+
+TEST(XlaCpuVersion, ParsesMajorMinor) {
+  EXPECT_TRUE(version_at_least("0.11.2", 0, 11));
+  EXPECT_TRUE(version_at_least("0.12.0.1", 0, 11));
+  EXPECT_TRUE(version_at_least("1.0", 0, 11));
+  EXPECT_FALSE(version_at_least("0.10.2", 0, 11));
+  EXPECT_FALSE(version_at_least("0.9", 0, 11));
+  EXPECT_FALSE(version_at_least("", 0, 11));
+  EXPECT_FALSE(version_at_least("eleven", 0, 11));
+  EXPECT_FALSE(version_at_least("0", 0, 11));
+}
+
+
+// f16 a*b+c inside a sampler: contracted only when asked (jaxlib >= 0.11's rounding); an f16
+// product never joins an f32 add.
+TEST(ContractFma, F16OnlyWhenAsked) {
+  for (bool f16 : {false, true}) {
+    ir::Module m;
+    Builder b{m};
+    b.func("main", 3, 1, false);
+    const ir::Type* h = m.types().tensor(ir::ElementType::kF16, {4});
+    for (ir::Value& v : b.f->body.blocks[0].args) v.type = h;
+    for (const ir::Type*& t : b.f->arg_types) t = h;
+    b.f->result_types = {h};
+    const ir::Location* in_sampler =
+        m.intern_location(ir::Location{"", 0, 0, "jit(f)/jit(_uniform)/mul"});
+    ir::Op& mul = b.op(OpKind::kMultiply, {b.f->args()[0], b.f->args()[1]}, 1);
+    mul.results[0].type = h;
+    mul.loc = in_sampler;
+    ir::Op& add = b.op(OpKind::kAdd, {mul.results[0], b.f->args()[2]}, 1);
+    add.results[0].type = h;
+    add.loc = in_sampler;
+    b.ret({add.results[0]});
+    ASSERT_TRUE(contract_fma(m, FmaContraction::kSamplers, f16).ok());
+    ASSERT_TRUE(ir::verify(m).ok()) << ir::print_module(m);
+    EXPECT_EQ(count_ops(m, OpKind::kCustomCall), f16 ? 1 : 0);
+    EXPECT_EQ(count_ops(m, OpKind::kMultiply), f16 ? 0 : 1);
+  }
 }
 
 }  // namespace

@@ -634,10 +634,25 @@ void Converter::collect_location(AttrId id, ir::Location& out, int depth, int& b
       if (out.name.empty()) out.name = std::string(l.str);
       collect_location(l.a, out, depth + 1, budget);
       break;
-    case AttrKind::kCallSiteLoc:
-      collect_location(l.a, out, depth + 1, budget);
-      collect_location(l.b, out, depth + 1, budget);
+    case AttrKind::kCallSiteLoc: {
+      if (!out.name.empty()) {  // frames of a traceback under a named op: files only
+        collect_location(l.a, out, depth + 1, budget);
+        collect_location(l.b, out, depth + 1, budget);
+        break;
+      }
+      // An op inlined by MLIR's inliner (jaxlib 0.11 inlines before handing the module over):
+      // callsite(callee "sub" at caller "jit(f)/jit(_uniform)") names it "jit(f)/jit(_uniform)/sub",
+      // as our own inliner does (passes/inline.cc), so name-scoped rules still recognise it.
+      ir::Location callee, caller;
+      collect_location(l.a, callee, depth + 1, budget);
+      collect_location(l.b, caller, depth + 1, budget);
+      out.name = caller.name.empty()   ? callee.name
+                 : callee.name.empty() ? caller.name
+                                       : caller.name + "/" + callee.name;
+      const ir::Location& f = callee.file.empty() ? caller : callee;
+      if (out.file.empty()) out.file = f.file, out.line = f.line, out.col = f.col;
       break;
+    }
     case AttrKind::kFusedLoc:
       for (AttrId e : l.elements) collect_location(e, out, depth + 1, budget);
       break;

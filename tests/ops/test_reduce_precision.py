@@ -49,3 +49,28 @@ def test_reduce_precision(dt, fmt):
 @pytest.mark.parametrize("shape", [(), (0,), (3, 5)], ids=str)
 def test_shapes(shape):
   check(lambda x: lax.reduce_precision(x, 5, 10), values(np.float32, shape, 2), exact=True)
+
+
+# jaxlib 0.11's XLA:CPU returns the canonical quiet NaN (sign kept) for bf16 NaNs even when the
+# format keeps every bf16 bit; jaxlib 0.10's drops that reduce_precision and keeps the payload.
+# The plugin follows JAXMLX_XLA_CPU_VERSION; measured on jax 0.11.2 (all 65536 patterns: 252
+# NaN payloads change, nothing else).
+@pytest.mark.parametrize("version", ["0.10.2", "0.11.2"])
+@pytest.mark.parametrize("fmt", [(8, 23), (11, 52)], ids=str)
+def test_bf16_nan_payload_follows_the_reference_jaxlib(fmt, version, monkeypatch):
+  import jax
+  # The plugin sets the variable from jaxlib when it starts: start it first, so that the
+  # monkeypatch restores that value afterwards (not an unset variable).
+  jax.devices("mlx")
+  monkeypatch.setenv("JAXMLX_XLA_CPU_VERSION", version)
+  x = cases(jnp.bfloat16)
+  e, m = fmt
+  got = np.asarray(jax.jit(lambda x: lax.reduce_precision(x, exponent_bits=e, mantissa_bits=m))(
+      jax.device_put(x, jax.devices("mlx")[0])))
+  bits = x.view(np.uint16)
+  want = bits.copy()
+  if version.startswith("0.11"):
+    nan = np.isnan(x.astype(np.float32))
+    want[nan] = (bits[nan] & 0x8000) | 0x7fc0
+  assert (want != bits).sum() == (252 if version.startswith("0.11") else 0)
+  np.testing.assert_array_equal(got.view(np.uint16), want)
