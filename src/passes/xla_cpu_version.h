@@ -5,9 +5,10 @@
 // or unparsable means the oldest supported behaviour (jaxlib 0.10).
 //
 // Differences known (each measured against jax's CPU backend of that version):
-//   >= 0.11: f16 chains inside jax.random's samplers keep f32 precision (passes/excess_precision.h);
-//            converting an f32 NaN to bf16 gives the canonical quiet NaN of its sign (the payload
-//            is not truncated into the bf16 mantissa).
+//   >= 0.11: f16 multiply-adds are contracted into one FMA rounded once (passes/contract_fma.h);
+//            reduce_precision of a bf16 NaN gives the canonical quiet NaN of its sign even for a
+//            format that keeps every bf16 bit (lower/float_bits.cc);
+//            modules arrive with private funcs inlined, op names as call sites (vhlo/convert.cc).
 #pragma once
 
 #include <string_view>

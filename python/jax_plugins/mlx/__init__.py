@@ -31,8 +31,8 @@ def initialize() -> None:
         "or set JAX_MLX_LIBRARY_PATH")
   # Must be set before jaxlib creates the client: lets jaxlib accept our PJRT minor version.
   os.environ.setdefault("ENABLE_PJRT_COMPATIBILITY", "1")
-  # The XLA:CPU whose rounding the plugin reproduces where it matters (jax.random's f16
-  # samplers, see src/passes/excess_precision.h): the installed jaxlib's.
+  # The XLA:CPU whose results the plugin reproduces where versions differ (see
+  # src/passes/xla_cpu_version.h): the installed jaxlib's.
   try:
     import jaxlib.version
     os.environ.setdefault("JAXMLX_XLA_CPU_VERSION", jaxlib.version.__version__)
