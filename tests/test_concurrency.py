@@ -243,3 +243,43 @@ def test_host_callback_that_compiles_and_runs_on_the_device(mlx_device):
   for x, got in results:
     np.testing.assert_array_equal(got, x * 2)
   assert len(results) == 3
+
+
+def test_callback_waiting_for_work_queued_after_its_run_fails_instead_of_hanging(mlx_device):
+  # The worker runs the callback, so work queued behind its run cannot start until it returns:
+  # block_until_ready on such an array from the callback is an error, not a hang.
+  started, box = threading.Event(), {}
+
+  def hold(x):
+    started.set()
+    time.sleep(0.3)
+    return np.asarray(x)
+
+  def waits_for_later_work(x):
+    box["later"].block_until_ready()
+    return np.asarray(x)
+
+  holder = jax.jit(lambda x: jax.pure_callback(hold, jax.ShapeDtypeStruct(x.shape, x.dtype), x))
+  fn = jax.jit(lambda x: jax.pure_callback(waits_for_later_work,
+                                           jax.ShapeDtypeStruct(x.shape, x.dtype), x))
+  later = jax.jit(lambda x: x * 10)
+  x = jax.device_put(np.ones(3, np.float32), mlx_device)
+  jax.block_until_ready(later(x))
+  outcome = {}
+
+  def go():
+    held = holder(x)  # keeps the worker busy while the next two calls are queued
+    started.wait(60)
+    y = fn(x)
+    box["later"] = later(x)  # queued after y's run
+    try:
+      np.asarray(y)
+      outcome["result"] = "no error"
+    except RuntimeError as e:
+      outcome["result"] = str(e)
+    np.asarray(held)
+
+  run_threads([go], timeout_s=120)
+  assert "waits_for_later_work" in outcome["result"], outcome
+  assert "queued after its own run" in outcome["result"], outcome
+  np.testing.assert_array_equal(np.asarray(box["later"]), [10.0, 10.0, 10.0])

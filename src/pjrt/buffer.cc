@@ -312,6 +312,14 @@ PJRT_Error* Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args* args) {
     if (b->buffer->is_deleted()) {
       args->event = new_event(runtime::Event::ready(
           failed_precondition("the buffer has been deleted or donated")));
+    } else if (b->worker->on_worker_thread() && !b->buffer->ready().is_ready() &&
+               !b->buffer->array_on_worker().ok()) {
+      // Asked on the device worker, i.e. by a host callback, for an array whose producing work
+      // is queued behind the callback: waiting would hang forever, so the wait fails now.
+      args->event = new_event(runtime::Event::ready(failed_precondition(
+          "a host callback waited for an array that device work queued after its own run has "
+          "yet to compute; the device worker runs the callback, so that work cannot start "
+          "until the callback returns (pass the array to the callback as an argument instead)")));
     } else {
       args->event = new_event(b->buffer->ready());
     }
