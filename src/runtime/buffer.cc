@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "base/fault_injection.h"
 #include "mlx/mlx.h"
 #include "runtime/memory_governor.h"
 
@@ -35,11 +36,16 @@ bool is_row_major(std::span<const int64_t> dims, std::span<const int64_t> stride
 
 StatusOr<mx::Shape> storage_shape(const std::vector<int64_t>& dims, const Storage& storage) {
   mx::Shape shape;
+  int64_t bytes = storage.element_bytes;
   for (int64_t d : dims) {
     if (d < 0 || d > std::numeric_limits<int32_t>::max()) {
       return invalid_argument("dimension " + std::to_string(d) +
                               " is outside what MLX supports (0 to 2^31-1)");
     }
+    // Sizes are int64 byte counts everywhere: a product past that would wrap to a small size.
+    if (__builtin_mul_overflow(bytes, d, &bytes))
+      return invalid_argument("an array of " + std::to_string(dims.size()) +
+                              " dimensions this large is too large (over 2^63 bytes)");
     shape.push_back(static_cast<int32_t>(d));
   }
   if (storage.trailing) shape.push_back(storage.trailing);
@@ -122,10 +128,12 @@ StatusOr<std::shared_ptr<Buffer>> Buffer::from_host(DeviceWorker& worker, int ty
 
   // Reads the host array into a staging block that the MLX array then adopts.
   auto stage = [buffer, bytes, host, storage]() -> StatusOr<uint8_t*> {
-    uint8_t* staging = alloc_staging(bytes);
+    std::optional<std::string> injected = fault::fired(fault::Point::kAlloc);  // JAXMLX_FAULT
+    uint8_t* staging = injected ? nullptr : alloc_staging(bytes);
     if (!staging) {
       return resource_exhausted("cannot allocate " + std::to_string(bytes) +
-                                " bytes of host staging memory for a transfer");
+                                " bytes of host staging memory for a transfer" +
+                                (injected ? ": " + *injected : std::string()));
     }
     copy_strided(static_cast<const uint8_t*>(host.data), staging, buffer->dims(),
                  host.byte_strides, storage.element_bytes, /*to_strided=*/false);
@@ -174,12 +182,14 @@ StatusOr<std::shared_ptr<Buffer>> Buffer::from_host(DeviceWorker& worker, int ty
 }
 
 void Buffer::set_array(mx::array a) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    // Even if deleted meanwhile: the free task was queued after this one and releases it.
-    array_.emplace(std::move(a));
-  }
+  store_array(std::move(a));
   ready_.set();
+}
+
+void Buffer::store_array(mx::array a) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Even if deleted meanwhile: the free task was queued after this one and releases it.
+  array_.emplace(std::move(a));
 }
 
 void Buffer::set_error(Status status) { ready_.set(std::move(status)); }
@@ -194,14 +204,9 @@ StatusOr<mx::array> Buffer::array_on_worker() const {
 
 void Buffer::mark_deleted() {
   if (deleted_.exchange(true)) return;
-  // Freed on the worker, after the work queued before the deletion has read the array.
-  worker_.post([self = shared_from_this()] {
-    std::optional<mx::array> doomed;
-    {
-      std::lock_guard<std::mutex> lock(self->mu_);
-      doomed.swap(self->array_);
-    }
-  });
+  // Freed on the worker, after the work queued before the deletion has read the array (and
+  // after pending host reads, see to_host).
+  worker_.post([self = shared_from_this()] { self->release_array(); });
 }
 
 StatusOr<Event> Buffer::to_host(void* dst, size_t dst_size, std::vector<int64_t> byte_strides) {
@@ -213,7 +218,59 @@ StatusOr<Event> Buffer::to_host(void* dst, size_t dst_size, std::vector<int64_t>
                             " bytes; the buffer needs " + std::to_string(bytes));
   }
   if (bytes > 0 && dst == nullptr) return invalid_argument("destination pointer is null");
+  // Ready means the data is complete, and an array in a live buffer is never written again: a
+  // dense one is copied as soon as it is ready, by whichever thread makes it ready, without a
+  // round trip through the worker (which would also wait behind queued runs). Until the copy is
+  // done the array is pinned: a deletion meanwhile releases it only afterwards.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++host_reads_;
+  }
   Event done;
+  ready_.on_ready([self = shared_from_this(), dst, bytes, strides = std::move(byte_strides),
+                   done](const Status& st) mutable {
+    if (st.ok() && !self->copy_if_dense(dst, bytes, strides)) {
+      self->copy_on_worker(dst, bytes, std::move(strides), done);
+      return;
+    }
+    self->end_host_read();
+    done.set(st);
+  });
+  return done;
+}
+
+void Buffer::end_host_read() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--host_reads_ > 0 || !release_deferred_) return;
+    release_deferred_ = false;
+  }
+  worker_.post([self = shared_from_this()] { self->release_array(); });
+}
+
+void Buffer::release_array() {
+  std::optional<mx::array> doomed;  // destroyed after the lock is released
+  std::lock_guard<std::mutex> lock(mu_);
+  if (host_reads_ > 0) {
+    release_deferred_ = true;
+    return;
+  }
+  doomed.swap(array_);
+}
+
+bool Buffer::copy_if_dense(void* dst, size_t bytes, const std::vector<int64_t>& strides) const {
+  // The lock keeps a concurrent free task from releasing the array meanwhile.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!array_ || !array_->flags().row_contiguous || array_->nbytes() != bytes) return false;
+  if (bytes > 0) {
+    copy_strided(array_->data<uint8_t>(), static_cast<uint8_t*>(dst), dims_, strides,
+                 storage_.element_bytes, /*to_strided=*/true);
+  }
+  return true;
+}
+
+void Buffer::copy_on_worker(void* dst, size_t bytes, std::vector<int64_t> byte_strides,
+                            Event done) {
   worker_.post([self = shared_from_this(), dst, bytes, strides = std::move(byte_strides), done] {
     Status st = guard("ToHostBuffer", [&]() -> Status {
       // Creation and execution tasks run before this one, so the array is final here.
@@ -225,9 +282,9 @@ StatusOr<Event> Buffer::to_host(void* dst, size_t dst_size, std::vector<int64_t>
                    self->storage_.element_bytes, /*to_strided=*/true);
       return Status();
     });
+    self->end_host_read();
     done.set(st);
   });
-  return done;
 }
 
 }  // namespace jaxmlx::runtime

@@ -71,12 +71,22 @@ class Buffer : public std::enable_shared_from_this<Buffer> {
   // Worker-side access for device work queued before a deletion. Errors if failed or freed.
   StatusOr<mlx::core::array> array_on_worker() const;
   void set_array(mlx::core::array a);
+  // Stores the array of an asynchronous run without signalling readiness: work queued on the
+  // worker after this sees the array (MLX orders its computation); `ready()` is set by whoever
+  // knows the data is complete (the run's completion task on MLX's stream).
+  void store_array(mlx::core::array a);
   void set_error(Status status);
 
   DeviceWorker& worker() const { return worker_; }
 
  private:
   Buffer(DeviceWorker& worker, int type, std::vector<int64_t> dims, Storage storage);
+  // to_host's two ways, once the buffer is ready: a dense array copied by the calling thread
+  // (false if it is not dense), or any array made contiguous on the worker.
+  bool copy_if_dense(void* dst, size_t bytes, const std::vector<int64_t>& strides) const;
+  void copy_on_worker(void* dst, size_t bytes, std::vector<int64_t> byte_strides, Event done);
+  void end_host_read();
+  void release_array();  // on the worker: drops the array, or defers that to the last host read
 
   DeviceWorker& worker_;
   const int type_;
@@ -85,7 +95,10 @@ class Buffer : public std::enable_shared_from_this<Buffer> {
   Event ready_;
   std::atomic<bool> deleted_{false};
   mutable std::mutex mu_;
-  std::optional<mlx::core::array> array_;  // guarded by mu_; touched on the worker only
+  // guarded by mu_; created, copied and released on the worker only (host reads copy its bytes)
+  std::optional<mlx::core::array> array_;
+  int host_reads_ = 0;             // guarded by mu_: to_host copies not done yet
+  bool release_deferred_ = false;  // guarded by mu_: deleted while host reads were pending
 };
 
 // Copies a strided host array into a dense row-major destination (or the reverse with

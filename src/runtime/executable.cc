@@ -17,12 +17,15 @@
 #include <unordered_set>
 #include <utility>
 
+#include "base/fault_injection.h"
 #include "ir/json.h"
 #include "ir/printer.h"
 #include "lower/dtypes.h"
 #include "lower/host_callback.h"
 #include "lower/interpreter.h"
 #include "mlx/mlx.h"
+#include "mlx/primitives.h"
+#include "mlx/scheduler.h"
 #include "passes/contract_fma.h"
 #include "passes/fold_tuples.h"
 #include "passes/passes.h"
@@ -255,9 +258,15 @@ class ExecutableImpl final : public Executable,
  private:
   Status trial();  // on the worker
   Status check_on_worker();
-  StatusOr<Values> run(const Values& args);
+  Status checked();  // trial() once, on the worker
+  // Runs the program; with `evaluate` false the eager path returns the lazy graph.
+  StatusOr<Values> run(const Values& args, bool evaluate);
   StatusOr<Values> run_compiled(const Values& args);
-  StatusOr<Values> run_eager(const Values& args);
+  StatusOr<Values> run_eager(const Values& args, bool evaluate);
+  // Starts evaluating `outs` and leaves signalling to a task on MLX's stream; false (nothing
+  // started) when some output is computed on another stream.
+  bool finish_async(Values& outs, const std::vector<std::shared_ptr<Buffer>>& outputs,
+                    const Event& done);
   void plan_outputs();
 
   std::shared_ptr<DeviceWorker> worker_;
@@ -276,7 +285,11 @@ class ExecutableImpl final : public Executable,
   bool constants_ready_ = false;
   bool use_compiled_ = false;
   std::shared_future<Status> deferred_check_;  // trial() left queued by check_on_worker
+  std::optional<Status> trial_status_;          // set once trial() ran
   bool calls_host_ = false;                      // has host callbacks
+  // MLX on the CPU: a run's outputs are signalled by a task queued on MLX's stream behind its
+  // kernels, so the worker never waits for them (set in init).
+  bool async_completion_ = false;
   CompiledFn compiled_;
   std::shared_ptr<RegionCache> regions_;  // compiled loop regions, when compiling is on
 };
@@ -284,7 +297,8 @@ class ExecutableImpl final : public Executable,
 Status ExecutableImpl::init() {
   RETURN_IF_ERROR(passes::run_passes(module_));
   RETURN_IF_ERROR(passes::fold_tuples(module_));
-  RETURN_IF_ERROR(passes::contract_fma(module_, passes::fma_contraction_mode()));
+  RETURN_IF_ERROR(passes::contract_fma(module_, passes::fma_contraction_mode(),
+                                       passes::xla_cpu_contracts_f16()));
   ir::Func* entry = module_.find_func("main");
   if (entry == nullptr) return invalid_argument("the module has no @main function");
   entry_ = entry;
@@ -314,6 +328,7 @@ Status ExecutableImpl::init() {
   if (memory_limit() != 0 && output_bytes > memory_limit())
     return larger_than_limit("compiling " + name_ + " (its outputs)", output_bytes);
   bool compiling = compile_enabled(*worker_);
+  async_completion_ = !worker_->info().is_gpu && !calls_host_ && !compiling;
   use_compiled_ = info_.straight_line && num_computed_ > 0 && compiling;
   if (compiling && !info_.straight_line) regions_ = std::make_shared<RegionCache>(info_, constants_);
   return check_on_worker();
@@ -343,12 +358,10 @@ void ExecutableImpl::plan_outputs() {
 // check stays queued (FIFO: it runs before any execution of this program), and execute reports
 // its error.
 Status ExecutableImpl::check_on_worker() {
-  if (worker_->on_worker_thread()) return trial();
+  if (worker_->on_worker_thread()) return checked();
   auto result = std::make_shared<std::promise<Status>>();
   std::shared_future<Status> done = result->get_future().share();
-  worker_->post([self = shared_from_this(), result] {
-    result->set_value(guard("compile", [&] { return self->trial(); }));
-  });
+  worker_->post([self = shared_from_this(), result] { result->set_value(self->checked()); });
   while (done.wait_for(std::chrono::milliseconds(2)) != std::future_status::ready) {
     if (lower::host_callback_running()) {
       deferred_check_ = done;
@@ -356,6 +369,13 @@ Status ExecutableImpl::check_on_worker() {
     }
   }
   return done.get();
+}
+
+// A run posted from inside a host callback runs inline on the worker, ahead of a check still
+// queued: whichever comes first does the check, so that run never waits for the queue it blocks.
+Status ExecutableImpl::checked() {
+  if (!trial_status_) trial_status_ = guard("compile", [&] { return trial(); });
+  return *trial_status_;
 }
 
 // Creates the constants and traces the whole program once on placeholder inputs, so that rule
@@ -383,8 +403,9 @@ void ExecutableImpl::execute(std::vector<std::shared_ptr<Buffer>> inputs,
   // Python waits at exit for queued runs that will call into it.
   auto pending = calls_host_ ? std::make_shared<lower::PendingHostCallbackRun>() : nullptr;
   worker_->post([self, inputs = std::move(inputs), outputs = std::move(outputs), done, pending] {
+    bool signalled = false;
     Status st = guard("execute", [&]() -> Status {
-      if (self->deferred_check_.valid()) RETURN_IF_ERROR(self->deferred_check_.get());
+      if (self->deferred_check_.valid()) RETURN_IF_ERROR(self->checked());
       // Outputs are allocated by this run (constants only by the first): refuse before any is.
       size_t requested = saturating_add(self->computed_bytes_,
                                         self->constants_ready_ ? 0 : self->constant_bytes_);
@@ -400,16 +421,23 @@ void ExecutableImpl::execute(std::vector<std::shared_ptr<Buffer>> inputs,
         ASSIGN_OR_RETURN(mx::array a, inputs[i]->array_on_worker());
         args.push_back(std::move(a));
       }
-      ASSIGN_OR_RETURN(Values outs, self->run(args));
+      fault::on_run();  // JAXMLX_FAULT=execute:N / alloc:N (base/fault_injection.h)
+      const bool async = self->async_completion_;
+      ASSIGN_OR_RETURN(Values outs, self->run(args, /*evaluate=*/!async));
       if (outs.size() != outputs.size())
         return internal_error("the program produced " + std::to_string(outs.size()) +
                               " outputs for " + std::to_string(outputs.size()) + " buffers");
-      for (size_t i = 0; i < outs.size(); ++i) {
+      for (size_t i = 0; i < outs.size(); ++i)
         if (self->entry_->result_types[i]->is_token()) outs[i] = mx::zeros({0}, mx::bool_);
-        outputs[i]->set_array(outs[i]);
+      if (async && self->finish_async(outs, outputs, done)) {
+        signalled = true;
+        return Status();
       }
+      mx::eval(outs);
+      for (size_t i = 0; i < outs.size(); ++i) outputs[i]->set_array(outs[i]);
       return Status();
     });
+    if (signalled) return;  // the completion task on MLX's stream sets the events
     if (!st.ok()) {
       st.with_context("while running " + self->name_);
       for (size_t i = 0; i < outputs.size(); ++i) {
@@ -424,7 +452,40 @@ void ExecutableImpl::execute(std::vector<std::shared_ptr<Buffer>> inputs,
   });
 }
 
-StatusOr<Values> ExecutableImpl::run(const Values& args) {
+bool ExecutableImpl::finish_async(Values& outs, const std::vector<std::shared_ptr<Buffer>>& outputs,
+                                  const Event& done) {
+  mx::Stream stream = mx::default_stream(mx::default_device());
+  for (const mx::array& a : outs)
+    if (a.status() == mx::array::Status::unscheduled && a.primitive().stream() != stream)
+      return false;
+  mx::async_eval(outs);
+  for (size_t i = 0; i < outs.size(); ++i) outputs[i]->store_array(outs[i]);
+  // The task holds the outputs too, so their memory outlives the kernels writing it even when
+  // the buffers are freed first. It runs after everything queued on the stream so far: the
+  // kernels of this run and of the runs that produced its inputs.
+  mx::scheduler::enqueue(stream, [stream, keep = std::move(outs), outputs, done]() mutable {
+    Status st;
+    try {
+      // A kernel that threw on the stream left its error there (and would poison later runs'
+      // events): take it as this run's error.
+      mx::scheduler::check_error(stream);
+    } catch (const std::exception& err) {
+      st = internal_error(std::string("execute: ") + err.what());
+    }
+    keep.clear();
+    for (const std::shared_ptr<Buffer>& b : outputs) {
+      if (st.ok()) {
+        b->ready().set();
+      } else {
+        b->set_error(st);
+      }
+    }
+    done.set(st);
+  });
+  return true;
+}
+
+StatusOr<Values> ExecutableImpl::run(const Values& args, bool evaluate) {
   if (!constants_ready_) {
     mx::eval(constants_);
     constants_ready_ = true;
@@ -445,13 +506,13 @@ StatusOr<Values> ExecutableImpl::run(const Values& args) {
   }
   if (regions_) {
     try {
-      return run_eager(args);
+      return run_eager(args, /*evaluate=*/true);
     } catch (const std::exception& e) {
       if (is_allocation_failure(e)) throw;
       regions_.reset();  // e.g. a fused kernel MLX cannot build: interpret loops from now on
     }
   }
-  return run_eager(args);
+  return run_eager(args, evaluate);
 }
 
 StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
@@ -484,12 +545,12 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
   return outs;
 }
 
-StatusOr<Values> ExecutableImpl::run_eager(const Values& args) {
+StatusOr<Values> ExecutableImpl::run_eager(const Values& args, bool evaluate) {
   lower::Interpreter interp(info_, lower::Registry::global(), lower::RunMode::kExecute,
                             &constants_);
   if (regions_) interp.set_region_runner(regions_.get());
   ASSIGN_OR_RETURN(Values outs, interp.run(*entry_, args));
-  mx::eval(outs);
+  if (evaluate) mx::eval(outs);
   return outs;
 }
 
