@@ -7,6 +7,7 @@
 #include "pjrt/entry_points.h"
 #include "pjrt/errors.h"
 #include "pjrt/objects.h"
+#include "runtime/buffer_pointer.h"
 
 namespace jaxmlx::pjrt {
 namespace {
@@ -24,6 +25,8 @@ StatusOr<std::vector<int64_t>> host_strides(const PJRT_Buffer_MemoryLayout* layo
   if (layout == nullptr) return std::vector<int64_t>{};
   if (layout->type == PJRT_Buffer_MemoryLayout_Type_Strides) {
     const auto& s = layout->strides;
+    if (s.num_byte_strides > 0 && s.byte_strides == nullptr)
+      return invalid_argument("host layout: byte_strides is null");
     if (s.num_byte_strides != dims.size()) {
       return invalid_argument("host layout has " + std::to_string(s.num_byte_strides) +
                               " strides for rank " + std::to_string(dims.size()));
@@ -35,6 +38,8 @@ StatusOr<std::vector<int64_t>> host_strides(const PJRT_Buffer_MemoryLayout* layo
   }
   const auto& t = layout->tiled;
   if (t.num_tiles != 0) return unimplemented("tiled host layouts are not supported");
+  if (t.minor_to_major_size > 0 && t.minor_to_major == nullptr)
+    return invalid_argument("host layout: minor_to_major is null");
   if (t.minor_to_major_size != dims.size()) {
     return invalid_argument("minor_to_major has " + std::to_string(t.minor_to_major_size) +
                             " entries for rank " + std::to_string(dims.size()));
@@ -64,6 +69,27 @@ Status check_memory_target(PJRT_Client* client, PJRT_Device* device, PJRT_Memory
   }
   if (device != nullptr && device != &client->device) {
     return invalid_argument("the destination device does not belong to this client");
+  }
+  return Status();
+}
+
+// Checks that every element written through byte `strides` lands inside [dst, dst + dst_size):
+// a layout reaching outside would make the copy write over the caller's other memory.
+Status check_strided_extent(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
+                            size_t element_bytes, size_t dst_size) {
+  if (strides.empty()) return Status();
+  int64_t lo = 0, hi = static_cast<int64_t>(element_bytes);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 0) return Status();  // nothing is written
+    int64_t span = 0;
+    bool overflow = __builtin_mul_overflow(dims[i] - 1, strides[i], &span) ||
+                    __builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi);
+    if (overflow) return invalid_argument("ToHostBuffer: the host layout's byte strides overflow");
+  }
+  if (lo < 0 || static_cast<uint64_t>(hi) > dst_size) {
+    return invalid_argument("ToHostBuffer: the host layout's byte strides reach bytes [" +
+                            std::to_string(lo) + ", " + std::to_string(hi) +
+                            ") of a destination of " + std::to_string(dst_size) + " bytes");
   }
   return Status();
 }
@@ -214,6 +240,8 @@ PJRT_Error* Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args* args) {
       args->event = nullptr;
       return Status();
     }
+    RETURN_IF_ERROR(check_strided_extent(buf.dims(), strides, buf.storage().element_bytes,
+                                         args->dst_size));
     ASSIGN_OR_RETURN(runtime::Event done, b->buffer->to_host(args->dst, args->dst_size, strides));
     args->event = new_event(done);
     return Status();
@@ -224,6 +252,16 @@ PJRT_Error* Buffer_OnDeviceSizeInBytes(PJRT_Buffer_OnDeviceSizeInBytes_Args* arg
   return guarded(args, [&]() -> Status {
     ASSIGN_OR_RETURN(PJRT_Buffer * b, checked_buffer(args->buffer));
     args->on_device_size_in_bytes = b->buffer->size_bytes();
+    return Status();
+  });
+}
+
+PJRT_Error* Buffer_UnsafePointer(PJRT_Buffer_UnsafePointer_Args* args) {
+  return guarded(args, [&]() -> Status {
+    ASSIGN_OR_RETURN(PJRT_Buffer * b, checked_buffer(args->buffer));
+    if (b->buffer->is_deleted())
+      return failed_precondition("PJRT_Buffer_UnsafePointer: the buffer has been deleted or donated");
+    ASSIGN_OR_RETURN(args->buffer_pointer, runtime::unsafe_device_pointer(*b->buffer));
     return Status();
   });
 }

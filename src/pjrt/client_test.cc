@@ -301,11 +301,11 @@ TEST_F(ClientTest, UseAfterDeleteIsAnError) {
 }
 
 TEST_F(ClientTest, UnimplementedSlotNamesItself) {
-  auto args = make_args<PJRT_Buffer_UnsafePointer_Args>();
+  auto args = make_args<PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args>();
   args.buffer = nullptr;
-  auto [code, msg] = consume(api_->PJRT_Buffer_UnsafePointer(&args));
+  auto [code, msg] = consume(api_->PJRT_Buffer_OpaqueDeviceMemoryDataPointer(&args));
   EXPECT_EQ(code, Code::kUnimplemented);
-  EXPECT_NE(msg.find("PJRT_Buffer_UnsafePointer"), std::string::npos);
+  EXPECT_NE(msg.find("PJRT_Buffer_OpaqueDeviceMemoryDataPointer"), std::string::npos);
 }
 
 // Compiles `code` in `format`; returns the error (null on success, destroying the executable).
@@ -343,6 +343,66 @@ TEST_F(ClientTest, CompileRejectsBadProgramsWithClearErrors) {
   auto [c3, m3] = consume(compile(api_, client_, std::string("ML\xefR\x06\xff", 6), "mlir"));
   EXPECT_NE(c3, Code::kOk);
   EXPECT_FALSE(m3.empty());
+}
+
+TEST_F(ClientTest, HostLayoutsReachingOutsideTheDestinationAreRefused) {
+  std::vector<int32_t> host = {0, 1, 2, 3, 4, 5};
+  PJRT_Buffer* b = put(host.data(), PJRT_Buffer_Type_S32, {2, 3});
+  auto read = [&](std::vector<int64_t> strides, size_t dst_size, int64_t* null_strides = nullptr) {
+    std::vector<int32_t> out(64, -1);
+    PJRT_Buffer_MemoryLayout layout{};
+    layout.struct_size = sizeof(layout);
+    layout.type = PJRT_Buffer_MemoryLayout_Type_Strides;
+    layout.strides.struct_size = sizeof(layout.strides);
+    layout.strides.byte_strides = null_strides ? nullptr : strides.data();
+    layout.strides.num_byte_strides = strides.size();
+    auto args = make_args<PJRT_Buffer_ToHostBuffer_Args>();
+    args.src = b;
+    args.host_layout = &layout;
+    args.dst = out.data() + 8;  // room before and after: a bad layout must not touch it
+    args.dst_size = dst_size;
+    PJRT_Error* e = api_->PJRT_Buffer_ToHostBuffer(&args);
+    Status st = e ? take_status(e) : await_and_destroy(args.event);
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(out[i], -1) << "wrote before the destination";
+    return std::make_pair(st, out);
+  };
+  // Column-major into exactly 24 bytes works.
+  auto [ok, out] = read({4, 8}, 24);
+  ASSERT_TRUE(ok.ok()) << ok.to_string();
+  EXPECT_EQ(std::vector<int32_t>(out.begin() + 8, out.begin() + 14),
+            (std::vector<int32_t>{0, 3, 1, 4, 2, 5}));
+  for (auto [strides, size] : std::vector<std::pair<std::vector<int64_t>, size_t>>{
+           {{12, 4}, 20},          // one element past the end
+           {{4, 1000}, 24},        // far past the end
+           {{-12, 4}, 24},         // before the start
+           {{int64_t{1} << 62, 4}, 24}}) {  // overflowing
+    Status st = read(strides, size).first;
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.to_string();
+  }
+  int64_t dummy = 0;
+  EXPECT_EQ(read({4, 8}, 24, &dummy).first.code(), Code::kInvalidArgument);
+  destroy(b);
+}
+
+TEST_F(ClientTest, CompileWithANullFormatIsAnError) {
+  PJRT_Program program;
+  program.struct_size = PJRT_Program_STRUCT_SIZE;
+  program.extension_start = nullptr;
+  program.code = const_cast<char*>("ML\xefR");
+  program.code_size = 4;
+  program.format = nullptr;
+  program.format_size = 1 << 20;  // must not be read through a null pointer
+  auto args = make_args<PJRT_Client_Compile_Args>();
+  args.client = client_;
+  args.program = &program;
+  args.compile_options = nullptr;
+  args.compile_options_size = 0;
+  auto [code, msg] = consume(api_->PJRT_Client_Compile(&args));
+  EXPECT_EQ(code, Code::kInvalidArgument) << msg;
+  args.program = nullptr;
+  EXPECT_EQ(consume(api_->PJRT_Client_Compile(&args)).first, Code::kInvalidArgument);
+  args.client = nullptr;
+  EXPECT_EQ(consume(api_->PJRT_Client_Compile(&args)).first, Code::kInvalidArgument);
 }
 
 // ---- a 1 TB request, sizes that overflow --------------------------------------------------------

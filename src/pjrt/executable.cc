@@ -102,7 +102,8 @@ StatusOr<std::shared_ptr<ExecutableInfo>> compile_program(PJRT_Client* client,
                                                           const PJRT_Program* program,
                                                           std::string compile_options) {
   if (program == nullptr) return invalid_argument("Compile: program is null");
-  std::string_view format(program->format ? program->format : "", program->format_size);
+  std::string_view format = program->format ? std::string_view(program->format, program->format_size)
+                                             : std::string_view();
   if (format != "mlir") {
     return invalid_argument("Compile: program format '" + std::string(format) +
                             "' is not supported; the mlx platform compiles StableHLO ('mlir')");
