@@ -6,6 +6,7 @@ import gc
 import os
 
 import jax
+import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
@@ -154,3 +155,28 @@ def test_put_get_delete_cycles_keep_memory_flat(mlx_device):
   cycles(10_000)
   after = _rss_bytes()
   assert after <= before * 1.05, f"RSS grew from {before} to {after} bytes"
+
+
+def test_unsafe_buffer_pointer_addresses_the_elements(mlx_device):
+  # jax's Array.unsafe_buffer_pointer(): the address of the dense row-major elements, stable for
+  # the buffer's life; a copy or a program output has its own (even where MLX shares memory),
+  # a no-op convert is its input (jax's testConvertElementTypeAvoidsCopies), a deleted buffer
+  # is an error.
+  import ctypes
+  x = np.arange(24, dtype=np.float32).reshape(4, 6)
+  a = jax.device_put(x, mlx_device)
+  p = a.unsafe_buffer_pointer()
+  assert p != 0 and p == a.unsafe_buffer_pointer()
+  np.testing.assert_array_equal(np.ctypeslib.as_array((ctypes.c_float * 24).from_address(p)),
+                                x.ravel())
+  t = jax.jit(lambda v: v.T)(a)  # may be a strided view in MLX: made dense for the pointer
+  q = t.unsafe_buffer_pointer()
+  np.testing.assert_array_equal(np.ctypeslib.as_array((ctypes.c_float * 24).from_address(q)),
+                                x.T.ravel())
+  np.testing.assert_array_equal(np.asarray(t), x.T)
+  assert jnp.array(a, copy=True).unsafe_buffer_pointer() != p
+  assert jax.jit(lambda v: v)(a).unsafe_buffer_pointer() != p  # a new buffer, as XLA's
+  assert jax.lax.convert_element_type(a, jnp.float32).unsafe_buffer_pointer() == p  # a itself
+  a.delete()
+  with pytest.raises(Exception, match="deleted"):
+    a.unsafe_buffer_pointer()

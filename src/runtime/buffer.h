@@ -79,6 +79,10 @@ class Buffer : public std::enable_shared_from_this<Buffer> {
 
   DeviceWorker& worker() const { return worker_; }
 
+  // For unsafe_device_pointer (buffer_pointer.h): claims the right to give the buffer its own
+  // copy of the elements; true only for the first caller.
+  bool claim_exposed_copy() { return !exposed_copy_.exchange(true); }
+
  private:
   Buffer(DeviceWorker& worker, int type, std::vector<int64_t> dims, Storage storage);
   // to_host's two ways, once the buffer is ready: a dense array copied by the calling thread
@@ -94,6 +98,7 @@ class Buffer : public std::enable_shared_from_this<Buffer> {
   const Storage storage_;
   Event ready_;
   std::atomic<bool> deleted_{false};
+  std::atomic<bool> exposed_copy_{false};
   mutable std::mutex mu_;
   // guarded by mu_; created, copied and released on the worker only (host reads copy its bytes)
   std::optional<mlx::core::array> array_;
