@@ -121,6 +121,44 @@ def test_every_run_failing_leaks_nothing(mlx_device):
   np.testing.assert_allclose(np.asarray(fn(x)), np.exp(1.0) - 1.0, rtol=1e-6)
 
 
+def _assert_all_same(results, want):
+  for got in results:
+    for g, v in zip(got, want):
+      assert_same(np.asarray(g), np.asarray(v))
+
+
+def weighted_sum(x, w):
+  return (x * w).sum(axis=0), jnp.abs(x)
+
+
+def test_kernel_error_on_mlx_stream_marks_that_calls_outputs(mlx_device, cpu_device, monkeypatch):
+  # On MLX's CPU device, without graph compilation, a run's kernels execute on MLX's stream after
+  # the worker has moved on, and a completion task there sets the outputs' events: an error a
+  # kernel leaves on the stream must fail exactly that call's outputs, naming the program.
+  if mlx_device.device_kind != "MLX cpu":
+    pytest.skip("runs complete on MLX's stream only on its CPU device")
+  monkeypatch.setenv("JAXMLX_COMPILE", "0")
+  fn = jax.jit(weighted_sum)
+  x = jax.device_put(np.arange(12, dtype=np.float32).reshape(4, 3) - 5, mlx_device)
+  w = jax.device_put(np.linspace(0, 1, 3, dtype=np.float32), mlx_device)
+  jax.block_until_ready(fn(x, w))
+  want = _on(cpu_device, weighted_sum, np.asarray(x), np.asarray(w))
+  before = _baseline(mlx_device)
+  with faults.injected("kernel:2"):
+    first, second, third = fn(x, w), fn(x, w), fn(x, w)
+    jax.block_until_ready(first)
+    for out in second:
+      with pytest.raises(RuntimeErrors) as info:
+        out.block_until_ready()
+      message = str(info.value)
+      assert message.startswith("INTERNAL: execute: [scheduler] a kernel failed"), message
+      assert "kernel #2" in message and "while running jit_weighted_sum" in message, message
+    jax.block_until_ready(third)
+  _assert_all_same([first, third], want)
+  del first, second, third, out, info
+  assert _baseline(mlx_device) == before
+
+
 def gram(v):
   return v @ v.T
 

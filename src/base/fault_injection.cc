@@ -12,7 +12,7 @@
 namespace jaxmlx::fault {
 namespace {
 
-constexpr std::string_view kPointNames[] = {"execute", "alloc", "callback"};
+constexpr std::string_view kPointNames[] = {"execute", "alloc", "callback", "kernel"};
 constexpr size_t kNumPoints = std::size(kPointNames);
 
 struct Entry {
@@ -38,7 +38,7 @@ std::atomic<bool> g_armed{false};
 Status bad_spec(std::string_view spec, std::string_view why) {
   return invalid_argument("JAXMLX_FAULT \"" + std::string(spec) + "\": " + std::string(why) +
                           " (expected entries point:N or point:N+ separated by commas, point "
-                          "being execute, alloc or callback, N >= 1)");
+                          "being execute, alloc, callback or kernel, N >= 1)");
 }
 
 StatusOr<Entry> parse_entry(std::string_view spec, std::string_view text) {

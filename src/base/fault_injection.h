@@ -11,6 +11,10 @@
 //           | "alloc"     a device allocation (a host-to-device transfer, or a run's outputs)
 //                         fails as out of memory
 //           | "callback"  a host callback fails as if its Python function had raised
+//           | "kernel"    a run's kernels fail on MLX's stream after the worker handed them over,
+//                         as a kernel that throws there would (only runs that complete on MLX's
+//                         stream count: MLX's CPU device without graph compilation or host
+//                         callbacks; the others evaluate on the worker, see "execute")
 // An empty spec turns injection off. Lives in base/ because both lower/ (host callbacks) and
 // runtime/ (runs, transfers) hook into it.
 //
@@ -27,7 +31,7 @@
 
 namespace jaxmlx::fault {
 
-enum class Point { kExecute, kAlloc, kCallback };
+enum class Point { kExecute, kAlloc, kCallback, kKernel };
 
 // Installs `spec`, replacing the one in force and restarting every count. INVALID_ARGUMENT naming
 // the text when it does not parse; the previous spec then stays.

@@ -42,6 +42,8 @@ TEST_F(FaultInjection, TheNthEventFailsOnce) {
 TEST_F(FaultInjection, PlusFailsThatEventAndEveryLaterOne) {
   ASSERT_TRUE(install("callback:2+").ok());
   EXPECT_EQ(pattern(Point::kCallback, 5), "01111");
+  ASSERT_TRUE(install("kernel:3+").ok());
+  EXPECT_EQ(pattern(Point::kKernel, 4), "0011");
 }
 
 TEST_F(FaultInjection, SeveralEntriesCountOnTheirOwn) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <stdexcept>
 #include <limits>
 #include <future>
 #include <optional>
@@ -463,14 +464,23 @@ bool ExecutableImpl::finish_async(Values& outs, const std::vector<std::shared_pt
   // The task holds the outputs too, so their memory outlives the kernels writing it even when
   // the buffers are freed first. It runs after everything queued on the stream so far: the
   // kernels of this run and of the runs that produced its inputs.
-  mx::scheduler::enqueue(stream, [stream, keep = std::move(outs), outputs, done]() mutable {
+  mx::scheduler::enqueue(stream, [stream, keep = std::move(outs), outputs, done,
+                                  name = name_]() mutable {
     Status st;
     try {
       // A kernel that threw on the stream left its error there (and would poison later runs'
       // events): take it as this run's error.
       mx::scheduler::check_error(stream);
+      if (auto why = fault::fired(fault::Point::kKernel))  // JAXMLX_FAULT=kernel:N
+        throw std::runtime_error("[scheduler] a kernel failed: " + *why);
     } catch (const std::exception& err) {
-      st = internal_error(std::string("execute: ") + err.what());
+      // As on the worker's path: out of memory is the user's to fix, and the error names the run.
+      st = is_allocation_failure(err)
+               ? resource_exhausted(std::string("execute: out of device memory (") + err.what() +
+                                    "). Use a smaller batch or raise JAXMLX_MEMORY_LIMIT "
+                                    "(docs/memory.md).")
+               : internal_error(std::string("execute: ") + err.what());
+      st.with_context("while running " + name);
     }
     keep.clear();
     for (const std::shared_ptr<Buffer>& b : outputs) {

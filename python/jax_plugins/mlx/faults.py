@@ -2,7 +2,8 @@
 
 The spec grammar (docs/errors.md, src/base/fault_injection.h) is the one of JAXMLX_FAULT:
 comma-separated entries `point:N` (the N-th event at that point, counted from when the spec was
-set, fails) or `point:N+` (it and every later one), point being `execute`, `alloc` or `callback`.
+set, fails) or `point:N+` (it and every later one), point being `execute`, `alloc`, `callback`
+or `kernel`.
 
     from jax_plugins.mlx import faults
     with faults.injected("execute:1"):
