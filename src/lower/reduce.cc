@@ -9,14 +9,14 @@
 #include <algorithm>
 #include <numeric>
 #include <optional>
-#include <unordered_map>
 
-#include "lower/emulated_types.h"
 #include "lower/shape_util.h"
+#include "lower/window_util.h"
 
 namespace jaxmlx::lower {
 
 using namespace shape_util;
+using window_util::apply_body_elementwise;  // the body on whole arrays, captures and emulation
 
 namespace {
 
@@ -92,33 +92,6 @@ std::optional<mx::array> fast_reduce(ir::OpKind k, const mx::array& x, const mx:
   }
 }
 
-// Runs a reduce body on whole arrays (elementwise), op by op through the registry's rules.
-// ctx.call_region cannot be used here: the interpreter checks each body op's result against
-// its scalar IR type, which batched arguments never match. Falls back to call_region for
-// bodies this walk cannot follow (several blocks, values captured from outside).
-StatusOr<Values> apply_body(LowerContext& ctx, const ir::Region& region, const Values& args) {
-  if (region.blocks.size() != 1 || region.entry().args.size() != args.size())
-    return ctx.call_region(region, args);
-  const ir::Block& b = region.entry();
-  std::unordered_map<uint32_t, mx::array> env;
-  for (size_t i = 0; i < args.size(); ++i) env.insert_or_assign(b.args[i].id, args[i]);
-  for (const ir::Op& op : b.ops) {
-    Values in;
-    for (const ir::Value& v : op.operands) {
-      auto it = env.find(v.id);
-      if (it == env.end()) return ctx.call_region(region, args);
-      in.push_back(it->second);
-    }
-    if (op.kind == ir::OpKind::kReturn) return in;
-    const LowerFn* fn = Registry::global().find(op.kind);
-    if (fn == nullptr) return ctx.unsupported(op, "no MLX lowering (inside a reduce body)");
-    ASSIGN_OR_RETURN(Values out, apply_rule(ctx, op, in, *fn));  // emulated_types.h
-    if (out.size() != op.results.size()) return ctx.malformed(op, "wrong result count");
-    for (size_t i = 0; i < out.size(); ++i) env.insert_or_assign(op.results[i].id, out[i]);
-  }
-  return invalid_argument("reduce body has no return");
-}
-
 // Applies the body pairwise along `axis` until one element is left; odd lengths carry their
 // last element over to the next round instead of padding (the init value is used only once).
 StatusOr<Values> tree_reduce(LowerContext& ctx, const ir::Region& body, Values xs, int axis) {
@@ -144,7 +117,7 @@ StatusOr<Values> tree_reduce(LowerContext& ctx, const ir::Region& body, Values x
         rest.push_back(mx::slice(xs[i], start, stop));
       }
     }
-    ASSIGN_OR_RETURN(Values out, apply_body(ctx, body, args));
+    ASSIGN_OR_RETURN(Values out, apply_body_elementwise(ctx, body, args));
     if (out.size() != n) return invalid_argument("reduce body returned the wrong value count");
     for (size_t i = 0; i < n; ++i) {
       // A body may return a broadcastable (e.g. constant) value; keep the halves' shape.
@@ -212,7 +185,7 @@ StatusOr<Values> lower_reduce(LowerContext& ctx, const ir::Op& op, const Values&
   // Fold the init values in once: body(init, reduced).
   Values args = inits;
   for (size_t i = 0; i < n; ++i) args.push_back(mx::squeeze(red[i], axis));
-  ASSIGN_OR_RETURN(Values res, apply_body(ctx, op.regions[0], args));
+  ASSIGN_OR_RETURN(Values res, apply_body_elementwise(ctx, op.regions[0], args));
   if (res.size() != n) return ctx.malformed(op, "reduce body returned the wrong value count");
   for (size_t i = 0; i < n; ++i)
     res[i] = mx::broadcast_to(mx::astype(res[i], out_dt[i]), storage_shape(result_type(op, i)));

@@ -24,6 +24,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "lower/emulated_types.h"
+#include "lower/float_bits.h"
 #include "lower/shape_util.h"
 
 namespace jaxmlx::lower {
@@ -116,7 +118,8 @@ class Body {
       for (const ir::Value& v : op.operands) in.push_back(env.at(v.id));
       const LowerFn* fn = Registry::global().find(op.kind);
       if (fn == nullptr) return ctx.unsupported(op, "no MLX lowering (inside a sort comparator)");
-      ASSIGN_OR_RETURN(Values out, (*fn)(ctx, op, in));
+      // Types MLX cannot compute in are emulated as at the top level (emulated_types.h).
+      ASSIGN_OR_RETURN(Values out, apply_rule(ctx, op, in, *fn));
       if (out.size() != op.results.size()) return ctx.malformed(op, "wrong result count");
       for (size_t i = 0; i < out.size(); ++i) env.insert_or_assign(op.results[i].id, out[i]);
     }
@@ -334,11 +337,31 @@ mx::array all_ones(mx::Dtype d) { return int_scalar(-1, d); }
 std::optional<mx::array> order_key(const mx::array& x, ir::ElementType et, CmpType type,
                                    bool descending) {
   mx::array k = x;
+  // Narrow floats: a FLOAT order is their f32 values' (exact); a total order is XLA's on the
+  // w-bit pattern b as a signed int: b >= 0 as is, b < 0 as MIN - b, and MIN (-0, fnuz's NaN)
+  // below everything (e8m0, which has no sign, orders as its values). Sub-byte ints order as
+  // their 8-bit twins.
+  if (fbits::is_narrow_float(et)) {
+    if (type != CmpType::kTotalOrder || et == ir::ElementType::kF8E8M0FNU)  // e8m0: unsigned
+      return order_key(fbits::narrow_to_f32(x, et), ir::ElementType::kF32, type, descending);
+    const int w = ir::element_bit_width(et);
+    const mx::array mask = int_scalar((1 << w) - 1, mx::uint8);
+    const mx::array min = int_scalar(1 << (w - 1), mx::uint8);
+    mx::array b = mx::bitwise_and(mx::view(x, mx::uint8), mask);
+    mx::array neg = mx::greater(b, min);  // negative, not MIN
+    // Offset by -MIN into [0, 2^w): b >= 0 -> b + MIN; b < 0 -> -b (= 2^w - b); MIN -> 0.
+    k = mx::where(neg, mx::bitwise_and(mx::subtract(int_scalar(0, mx::uint8), b), mask),
+                  mx::where(mx::equal(b, min), int_scalar(0, mx::uint8), mx::add(b, min)));
+    return descending ? mx::bitwise_xor(k, mask) : k;
+  }
+  if (ir::is_integer(et) && ir::element_bit_width(et) < 8)
+    return order_key(fbits::wrap_subbyte(x, et),
+                     ir::is_unsigned_int(et) ? ir::ElementType::kU8 : ir::ElementType::kS8, type,
+                     descending);
   if (et == ir::ElementType::kPred) {
     k = mx::astype(x, mx::uint8);
     if (type == CmpType::kSigned) k = mx::subtract(int_scalar(1, mx::uint8), k);  // true is -1
   } else if (ir::is_integer(et)) {
-    if (ir::element_bit_width(et) < 8) return std::nullopt;
     mx::Dtype u = unsigned_of(x.dtype());
     k = mx::view(x, u);
     if (type == CmpType::kSigned) k = mx::bitwise_xor(k, int_scalar(1ll << (dtype_bits(u) - 1), u));

@@ -5,6 +5,8 @@
 // slices, one per window offset. As XLA's CPU backend does, padding and dilation holes take no
 // part in a window (they matter when the init value is not the body's identity), so a validity
 // mask travels with the values whenever there is padding or dilation.
+// Bodies run elementwise on whole arrays (window_util::apply_body_elementwise), reading values
+// they capture from outside and emulating the types MLX lacks op by op, as the top level does.
 // reduce_window: windows of up to kDirectFoldOffsets elements fold the body over the offsets in
 // row-major order starting from the init value, the order XLA uses (float results match
 // closely). Larger windows (cumsum emits one as long as the axis) reduce one dim at a time by
@@ -16,7 +18,9 @@
 // values are then scattered offset by offset in the order XLA applies them.
 #include <algorithm>
 #include <optional>
+#include <string>
 
+#include "lower/float_bits.h"
 #include "lower/shape_util.h"
 #include "lower/window_util.h"
 
@@ -191,7 +195,16 @@ StatusOr<Values> lower_reduce_window(LowerContext& ctx, const ir::Op& op, const 
     return ctx.malformed(op, "reduce_window needs N inputs, N init values and a body");
   const ir::Type& t = operand_type(op, 0);
   if (!is_static(t) || !is_static(result_type(op))) return ctx.unsupported(op, "dynamic shapes");
-  RETURN_IF_ERROR(require_native(ctx, op));
+  // Windows only move storage; the body's ops compute, emulating sub-byte ints (exact: they
+  // wrap) or refusing what they cannot compute (f64). XLA's CPU reduces narrow floats in f16
+  // and rounds once, which a body emulated op by op would not; c128 has a trailing storage dim.
+  for (const ir::Value& v : op.operands) {
+    const ir::ElementType e = v.type->dtype;
+    if (fbits::is_narrow_float(e))
+      return ctx.unsupported(op, std::string(ir::element_type_name(e)) +
+                                     " (XLA reduces windows of it in f16, rounding once)");
+    if (trailing_rank(*v.type) != 0) return ctx.unsupported(op, non_native_reason(e));
+  }
   const size_t rank = static_cast<size_t>(t.rank());
   ASSIGN_OR_RETURN(WindowSpec w, read_window(ctx, op, rank));
   const ir::Region& body = op.regions[0];

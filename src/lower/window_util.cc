@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "lower/emulated_types.h"
+#include "lower/interpreter.h"
+
 namespace jaxmlx::lower::window_util {
 
 mx::array pad_dilate(const mx::array& x_in, const mx::array& fill, const std::vector<int64_t>& lo,
@@ -77,19 +80,28 @@ StatusOr<Values> apply_body_elementwise(LowerContext& ctx, const ir::Region& reg
   if (region.blocks.size() != 1 || region.entry().args.size() != args.size())
     return ctx.call_region(region, args);
   const ir::Block& b = region.entry();
+  // Values the body captures from outside (constants jax or our passes hoisted, or any other
+  // value of the enclosing func) are read from the interpreter's running frame.
+  const auto* interp = dynamic_cast<const Interpreter*>(&ctx);
   std::unordered_map<uint32_t, mx::array> env;
   for (size_t i = 0; i < args.size(); ++i) env.insert_or_assign(b.args[i].id, args[i]);
   for (const ir::Op& op : b.ops) {
     Values in;
     for (const ir::Value& v : op.operands) {
       auto it = env.find(v.id);
-      if (it == env.end()) return ctx.call_region(region, args);
-      in.push_back(it->second);
+      if (it != env.end()) {
+        in.push_back(it->second);
+        continue;
+      }
+      if (interp == nullptr) return ctx.unsupported(op, "a value captured from outside its body");
+      ASSIGN_OR_RETURN(mx::array outer, interp->value(v.id));
+      in.push_back(env.insert_or_assign(v.id, outer).first->second);
     }
     if (op.kind == ir::OpKind::kReturn) return in;
     const LowerFn* fn = Registry::global().find(op.kind);
     if (fn == nullptr) return ctx.unsupported(op, "no MLX lowering (inside a body region)");
-    ASSIGN_OR_RETURN(Values out, (*fn)(ctx, op, in));
+    // Types MLX cannot compute in are emulated as at the top level (emulated_types.h).
+    ASSIGN_OR_RETURN(Values out, apply_rule(ctx, op, in, *fn));
     if (out.size() != op.results.size()) return ctx.malformed(op, "wrong result count");
     for (size_t i = 0; i < out.size(); ++i) env.insert_or_assign(op.results[i].id, out[i]);
   }

@@ -1,6 +1,6 @@
 // Helpers shared by the window-shaped families (convolution.cc, window.cc): StableHLO padding
 // with interior dilation and cropping, windows as strided slices, and running a scalar body
-// region on whole arrays. Header for pure functions of their arguments (apply_body_elementwise
+// region on whole arrays (also used by reduce.cc and scatter.cc). Header for pure functions of their arguments (apply_body_elementwise
 // calls back into the registry's rules, on the device worker thread like every rule).
 #pragma once
 
@@ -27,9 +27,11 @@ int64_t window_count(int64_t size, int64_t window, int64_t stride);
 // Row-major enumeration of the offsets of a box of extents `dims` (empty when one is 0).
 std::vector<std::vector<int64_t>> box_offsets(const std::vector<int64_t>& dims);
 
-// Runs a scalar body region on whole arrays, op by op through the registry's rules, so each op
-// applies elementwise (ctx.call_region checks every result against its scalar IR type). Falls
-// back to call_region for bodies this walk cannot follow (several blocks, captured values).
+// Runs a scalar body region (reduce, reduce_window, scatter, select_and_scatter) on whole arrays,
+// op by op through the registry's rules with the narrow-type emulation (apply_rule), so each op
+// applies elementwise (ctx.call_region checks every result against its scalar IR type). Values
+// the body captures from outside it are read from the interpreter's frame. Falls back to
+// call_region for a body of several blocks.
 StatusOr<Values> apply_body_elementwise(LowerContext& ctx, const ir::Region& region,
                                         const Values& args);
 

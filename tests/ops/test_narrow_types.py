@@ -305,3 +305,57 @@ def test_bitcast_every_byte_round_trip(dt):
   x = np.arange(256, dtype=np.uint8)
   check_ints(lambda x: lax.bitcast_convert_type(lax.bitcast_convert_type(x, dt), np.int8), x)
   check_ints(lambda x: lax.bitcast_convert_type(x, dt), x)
+
+
+# ---- sort comparators and reduce_window bodies on narrow types ------------------------------------
+# Region bodies compute through the same emulation as the top level (src/lower/emulated_types.h):
+# jax's sort comparator canonicalizes NaN and -0 in the narrow type, then compares in XLA's
+# total order (for the fnuz types, whose one NaN is 0x80, that NaN sorts lowest).
+
+
+def shuffled(x, seed=0):
+  return x[np.random.default_rng(seed).permutation(len(x))]
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dt", NARROW_FLOATS, ids=name)
+def test_argsort_every_pattern(dt, descending):
+  # Every bit pattern (NaNs, infinities, signed zeros): the stable order's indices, exactly.
+  check(lambda a: jnp.argsort(a, descending=descending), shuffled(all_patterns(dt)))
+
+
+@pytest.mark.parametrize("dt", NARROW_FLOATS, ids=name)
+def test_sort_values(dt):
+  # XLA's CPU sorts these in f16 and converts back, which quiets NaN payloads (e4m3 0x79 comes
+  # back 0x7c): values are compared without NaNs, whose order test_argsort_every_pattern checks.
+  x = all_patterns(dt)
+  x = shuffled(x[~np.isnan(x.astype(np.float32))], 1)
+  check(lambda a: (jnp.sort(a), lax.sort((a, np.arange(len(a), dtype=np.int32)), num_keys=1)),
+        x)
+
+
+@pytest.mark.parametrize("dt", SUBBYTE_INTS, ids=name)
+def test_sort_subbyte_ints(dt):
+  x = shuffled(np.resize(all_ints(dt), 40), 2)
+  check_ints(lambda a: (jnp.sort(a), jnp.argsort(a), jnp.argsort(a, descending=True)), x)
+
+
+@pytest.mark.parametrize("op", ["add", "max", "min", "mul"])
+@pytest.mark.parametrize("dt", SUBBYTE_INTS, ids=name)
+def test_reduce_window_subbyte_ints(dt, op):
+  # Wrapping sums and products: XLA's CPU computes in 8 bits, the body here op by op in its
+  # width; modular arithmetic makes them agree.
+  fn = {"add": lax.add, "max": lax.max, "min": lax.min, "mul": lax.mul}[op]
+  x = np.resize(all_ints(dt), (5, 7))
+  init = np.array(1 if op == "mul" else 0, dt)
+  check_ints(lambda a: lax.reduce_window(a, init, fn, (2, 3), (1, 2), ((1, 0), (0, 1))), x)
+
+
+@pytest.mark.parametrize("dt", [jnp.float8_e4m3fn, jnp.float4_e2m1fn], ids=name)
+def test_reduce_window_narrow_float_refused(dt):
+  # XLA's CPU reduces a window of narrow floats in f16 and rounds once; emulating the body op
+  # by op would round every step, so the op is refused at compile time, naming the type.
+  x = all_patterns(dt)[:12].reshape(3, 4)
+  f = jax.jit(lambda a: lax.reduce_window(a, np.array(0, dt), lax.add, (2, 2), (1, 1), "VALID"))
+  with pytest.raises(Exception, match=r"stablehlo.reduce_window \(f\w+ \(XLA reduces windows"):
+    f(jax.device_put(x, jax.devices("mlx")[0]))

@@ -293,3 +293,37 @@ def test_vmapped_argmax_and_softmax():
 def test_one_hot_of_argmax():
   x = rand(np.float32, (4, 7), 41)
   check(lambda a: jax.nn.one_hot(jnp.argmax(a, 1), 7, dtype=jnp.float32), x)
+
+
+# ---- a body that reads values defined outside it ------------------------------------------------
+# XLA cannot export such a region, so the reference is the same program with the values
+# defined inside the body (src/lower/window_util.cc reads captured values from the frame).
+REDUCE_CAPTURE_TEXT = """
+func.func @main(%x: tensor<6x5xi32>, %s: tensor<i32>) -> tensor<5xi32> {{
+  %init = stablehlo.constant dense<3> : tensor<i32>
+  {outer}
+  %0 = stablehlo.reduce(%x init: %init) across dimensions = [0] : (tensor<6x5xi32>, tensor<i32>)
+       -> tensor<5xi32>
+    reducer(%a: tensor<i32>, %b: tensor<i32>) {{
+      {inner}
+      %k = stablehlo.and %a, %scale : tensor<i32>
+      %m = stablehlo.and %b, %scale : tensor<i32>
+      %n = stablehlo.xor %k, %m : tensor<i32>
+      stablehlo.return %n : tensor<i32>
+    }}
+  return %0 : tensor<5xi32>
+}}"""
+
+
+@pytest.mark.parametrize("captured", ["constant", "argument"])
+def test_body_captures_outer_values(captured):
+  from tests.stablehlo_text import run_stablehlo
+  x = np.random.default_rng(40).integers(-1000, 1000, (6, 5)).astype(np.int32)
+  s = np.int32(0x3f0)  # the body (a & s) ^ (b & s) is associative, as XLA requires
+  const = "%scale = stablehlo.constant dense<1008> : tensor<i32>"
+  outer = const if captured == "constant" else (
+      "%zero = stablehlo.constant dense<0> : tensor<i32>\n"
+      "%scale = stablehlo.add %s, %zero : tensor<i32>")
+  want = run_stablehlo(REDUCE_CAPTURE_TEXT.format(outer="", inner=const), "cpu", x, s)
+  got = run_stablehlo(REDUCE_CAPTURE_TEXT.format(outer=outer, inner=""), "mlx", x, s)
+  np.testing.assert_array_equal(got[0], want[0])

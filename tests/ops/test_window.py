@@ -204,6 +204,68 @@ def test_custom_body_max_abs():
            padding=((1, 1), (0, 1))), x)
 
 
+# jvp of a reduce_window with a body jax does not recognize as a monoid: jax differentiates the
+# body, and the tangent body's constants reach the region as values defined outside it.
+CUSTOM_JVP = [
+    ("max", lambda a, b: jnp.maximum(a, b), -np.inf),
+    ("min", lambda a, b: jnp.minimum(a, b), np.inf),
+    ("add", lambda a, b: a + b, 0.0),
+]
+
+
+@pytest.mark.parametrize("cfg", [
+    dict(window_dimensions=(2, 1), window_strides=(1, 1), padding="VALID"),
+    dict(window_dimensions=(1, 2), window_strides=(2, 1), padding=((0, 3), (1, 2)),
+         base_dilation=(2, 3), window_dilation=(1, 2)),
+    dict(window_dimensions=(2, 2), window_strides=(1, 2), padding="SAME"),
+], ids=str)
+@pytest.mark.parametrize("name,body,init", CUSTOM_JVP, ids=[c[0] for c in CUSTOM_JVP])
+def test_custom_body_jvp(name, body, init, cfg):
+  x = rand(np.float32, (4, 6), 30)
+  t = rand(np.float32, (4, 6), 31)
+  f = lambda a: lax.reduce_window(a, np.float32(init), body, **cfg)
+  check(lambda a, b: jax.jvp(f, (a,), (b,)), x, t, **SUM_TOL)
+
+
+# A body that reads values defined outside its region: XLA cannot export such a region, so the
+# reference is the same program with the values defined inside the body instead.
+CAPTURE_TEXT = """
+func.func @main(%x: tensor<5x6xi32>, %s: tensor<i32>) -> tensor<4x3xi32> {{
+  %init = stablehlo.constant dense<1> : tensor<i32>
+  {outer}
+  %0 = "stablehlo.reduce_window"(%x, %init) ({{
+  ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+    {inner}
+    %m = stablehlo.multiply %b, %scale : tensor<i32>
+    %n = stablehlo.add %a, %m : tensor<i32>
+    %p = stablehlo.xor %n, %mask : tensor<i32>
+    stablehlo.return %p : tensor<i32>
+  }}) {{window_dimensions = array<i64: 2, 3>, window_strides = array<i64: 1, 2>,
+       padding = dense<[[0, 0], [1, 1]]> : tensor<2x2xi64>}}
+     : (tensor<5x6xi32>, tensor<i32>) -> tensor<4x3xi32>
+  return %0 : tensor<4x3xi32>
+}}"""
+
+
+CAPTURE_CONSTS = ("%scale = stablehlo.constant dense<-7> : tensor<i32>\n"
+                  "%mask = stablehlo.constant dense<85> : tensor<i32>")
+
+
+@pytest.mark.parametrize("captured", ["constants", "argument"])
+def test_body_captures_outer_values(captured):
+  from tests.stablehlo_text import run_stablehlo
+  x = small_ints(np.int32, (5, 6), 32, -50, 50)
+  s = np.int32(-7)
+  scale = "%scale = stablehlo.constant dense<-7> : tensor<i32>"
+  mask = "%mask = stablehlo.constant dense<85> : tensor<i32>"
+  if captured == "argument":  # %scale computed from the function's argument %s (-7)
+    scale = ("%zero = stablehlo.constant dense<0> : tensor<i32>\n"
+             "%scale = stablehlo.add %s, %zero : tensor<i32>")
+  want = run_stablehlo(CAPTURE_TEXT.format(outer="", inner=CAPTURE_CONSTS), "cpu", x, s)
+  got = run_stablehlo(CAPTURE_TEXT.format(outer=scale + "\n" + mask, inner=""), "mlx", x, s)
+  np.testing.assert_array_equal(got[0], want[0])
+
+
 def argmax_pool(x, idx, dims, strides, padding):
   def body(a, b):
     av, ai = a
