@@ -102,5 +102,6 @@ void register_gather(Registry& r);        // gather.cc, scatter.cc: gather, dyna
 void register_host_callback(Registry& r);  // host_callback.cc: jaxmlx.host_callback (Python)
 void register_collective(Registry& r);     // collective.cc: all_reduce, all_gather, ... (1 device)
 void register_fft(Registry& r);          // fft.cc: fft (FFT, IFFT, RFFT, IRFFT)
+void register_dce_sink(Registry& r);     // dce_sink.cc: jax's dce_sink custom call
 
 }  // namespace jaxmlx::lower

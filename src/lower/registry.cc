@@ -40,6 +40,7 @@ const Registry& Registry::global() {
     register_host_callback(*r);
     register_collective(*r);
     register_fft(*r);
+    register_dce_sink(*r);
     return r;
   }();
   return *registry;
