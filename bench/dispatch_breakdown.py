@@ -13,6 +13,13 @@ Each line is the median of N single calls, in µs per call (pipelined: the best 
   to_host       np.asarray of the result (PJRT_Buffer_ToHostBuffer)
   device_put    jax.device_put of a 16-float numpy array
 and for MLX itself: `mx.eval(x + 1)` eager, and an mx.compile'd `x + 1`.
+
+Wall times on a loaded machine swing by 2-3x between runs; two counts that do not are printed for
+the sync call (f(x) then block_until_ready) and for readback (np.asarray(f(x))):
+  cpu µs        CPU time of the whole process (all threads) per call
+  switches      voluntary context switches per call, all threads: each is one thread going to
+                sleep to be woken by another (a hop between jax's thread, our worker and MLX's
+                stream thread); on a VM each wake-up costs tens of µs of latency under load
 """
 
 from __future__ import annotations
@@ -83,6 +90,27 @@ def jax_rows(device, calls: int) -> dict:
   return rows
 
 
+def counts(fn, calls: int) -> tuple[float, float]:
+  """CPU µs (all threads) and voluntary context switches (all threads) per call of fn."""
+  import resource
+  fn()
+  r0 = resource.getrusage(resource.RUSAGE_SELF)
+  for _ in range(calls):
+    fn()
+  r1 = resource.getrusage(resource.RUSAGE_SELF)
+  cpu = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / calls * 1e6
+  return cpu, (r1.ru_nvcsw - r0.ru_nvcsw) / calls
+
+
+def count_rows(device, calls: int) -> dict:
+  x = jax.device_put(np.arange(16, dtype=np.float32), device)
+  add = jax.jit(lambda x: x + 1)
+  rows = {}
+  rows["sync cpu µs"], rows["sync switches"] = counts(lambda: add(x).block_until_ready(), calls)
+  rows["asarray cpu µs"], rows["asarray switches"] = counts(lambda: np.asarray(add(x)), calls)
+  return rows
+
+
 def main():
   p = argparse.ArgumentParser()
   p.add_argument("--calls", type=int, default=300)
@@ -92,11 +120,17 @@ def main():
   print(f"{'µs per call':<12} {'ours':>9} {'jax cpu':>9}")
   for k in ours:
     print(f"{k:<12} {ours[k]:9.1f} {cpu[k]:9.1f}")
+  ours_n = count_rows(jax.devices("mlx")[0], args.calls * 4)
+  cpu_n = count_rows(jax.devices("cpu")[0], args.calls * 4)
+  for k in ours_n:
+    print(f"{k:<16} {ours_n[k]:5.1f} {cpu_n[k]:9.1f}")
   x = mx.arange(16, dtype=mx.float32)
   mx.eval(x)
   comp = mx.compile(lambda x: x + 1)
   print(f"mlx eager    {per_call(lambda: mx.eval(x + 1), args.calls):9.1f}")
   print(f"mlx compiled {per_call(lambda: mx.eval(comp(x)), args.calls):9.1f}")
+  cpu_us, switches = counts(lambda: mx.eval(comp(x)), args.calls * 4)
+  print(f"mlx compiled cpu µs {cpu_us:.1f}, switches {switches:.1f}")
 
 
 if __name__ == "__main__":

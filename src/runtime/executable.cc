@@ -6,6 +6,11 @@
 // calls. If compiling or running it throws (e.g. MLX's "[compile] Too many inputs/outputs
 // fused"), that run is redone eagerly and the executable stays eager. Programs with control
 // flow run through the Interpreter each call (lazy graphs; loops read conditions as needed).
+//
+// Completion on MLX's CPU (no graph compilation, no host callbacks): the worker async_evals a
+// run's outputs and queues a task on MLX's stream right behind its kernels; that task sets the
+// output buffers' ready events. The worker never waits for a run, and the caller is woken by
+// MLX's stream thread directly (bench/README.md, "Where the time goes").
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -459,13 +464,15 @@ bool ExecutableImpl::finish_async(Values& outs, const std::vector<std::shared_pt
   for (const mx::array& a : outs)
     if (a.status() == mx::array::Status::unscheduled && a.primitive().stream() != stream)
       return false;
-  mx::async_eval(outs);
+  // Everything but the evaluation is prepared first, so that the completion task is queued
+  // right behind the kernels, usually before MLX's stream thread has run them and gone back to
+  // sleep (one thread wake-up less per run). The stored arrays are the ones evaluated below.
   for (size_t i = 0; i < outs.size(); ++i) outputs[i]->store_array(outs[i]);
   // The task holds the outputs too, so their memory outlives the kernels writing it even when
   // the buffers are freed first. It runs after everything queued on the stream so far: the
   // kernels of this run and of the runs that produced its inputs.
-  mx::scheduler::enqueue(stream, [stream, keep = std::move(outs), outputs, done,
-                                  name = name_]() mutable {
+  std::function<void()> complete = [stream, keep = outs, outputs, done,
+                                    name = name_]() mutable {
     Status st;
     try {
       // A kernel that threw on the stream left its error there (and would poison later runs'
@@ -491,7 +498,9 @@ bool ExecutableImpl::finish_async(Values& outs, const std::vector<std::shared_pt
       }
     }
     done.set(st);
-  });
+  };
+  mx::async_eval(outs);
+  mx::scheduler::enqueue(stream, std::move(complete));
   return true;
 }
 
