@@ -209,8 +209,17 @@ StatusOr<Values> lower_triangular_solve(LowerContext& ctx, const ir::Op& op, con
     lower = !lower;
     b = mT(b);
   }
+  // A zero on the diagonal (a singular triangle): LAPACK's trsm divides by it and returns
+  // inf/NaN, which jax relies on (its determinant gradient filters singular matrices by
+  // isnan/isinf of a triangular solve), but MLX's inversion throws. Solve with 1 there and make
+  // that matrix's solution NaN.
+  const int n = a.shape(-1);
+  mx::array pivot_zero = mx::logical_and(mx::eye(n, mx::bool_), mx::equal(a, mx::zeros({}, ct)));
+  mx::array singular = mx::any(pivot_zero, std::vector<int>{-2, -1}, /*keepdims=*/true);
+  a = mx::where(pivot_zero, mx::ones({}, ct), a);
   mx::array x = ct == mx::complex64 ? complex_solve(a, b)
                                     : mx::linalg::solve_triangular(a, b, /*upper=*/!lower, kCpu);
+  x = mx::where(singular, mx::full({}, std::numeric_limits<float>::quiet_NaN(), ct), x);
   if (!left) x = mT(x);
   return Values{cast_out(x, out)};
 }

@@ -507,3 +507,28 @@ def test_reduced_svd_of_very_unequal_sides(shape):
   p = jax.jit(jnp.linalg.pinv)(jax.device_put(a, mlx))
   np.testing.assert_allclose(np.asarray(p), np.linalg.pinv(a.astype(np.float64)), rtol=1e-3,
                              atol=1e-6)
+
+
+# ---- singular triangles ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("dt", CPLX, ids=ids(CPLX))
+def test_triangular_solve_singular_is_not_finite(dt):
+  # LAPACK's trsm divides by the zero pivot (inf/NaN) where MLX's inversion throws; the plugin
+  # returns NaN for that matrix and solves the others of the batch normally.
+  a = np.stack([np.array([[1, 1], [0, 0]], np.float32), np.array([[2, 1], [0, 3]], np.float32)])
+  b = np.ones((2, 2, 1), np.float32)
+  a, b = a.astype(dt), b.astype(dt)
+  f = lambda a, b: lax.linalg.triangular_solve(a, b, left_side=True)
+  want, got = run_on(cpu(), f, a, b), run_on(mlx(), f, a, b)
+  assert not np.all(np.isfinite(want[0])) and not np.all(np.isfinite(got[0]))
+  assert_same(got[1], want[1], **tol(dt))
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_det_grad_of_singular_matrices(rank):
+  # jax's det gradient (cofactor solve) filters singular matrices by isnan/isinf of a
+  # triangular solve: rank n-1 keeps its cofactors, lower ranks give zeros.
+  rng = np.random.default_rng(rank)
+  u, v = rng.standard_normal((2, 3, rank)), rng.standard_normal((2, rank, 3))
+  a = (u @ v).astype(np.float32)
+  check(jax.grad(lambda a: jnp.linalg.det(a).sum()), a, rtol=1e-4, atol=1e-5)
