@@ -111,3 +111,15 @@ def test_arrays_of_a_replaced_client_stay_usable_and_mixing_clients_is_an_error(
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "old [0.0, 2.0, 4.0, 6.0] new [0.0, 2.0, 4.0, 6.0]" in proc.stdout, proc.stdout
   assert "mixed refused: True" in proc.stdout, proc.stdout
+
+
+def test_donating_a_buffer_passed_twice_is_an_error_and_keeps_it(mlx_device):
+  # As with XLA's clients (jax's test_double_donation): donating x while also passing it as
+  # another argument is refused before anything runs, and x stays usable.
+  f = jax.jit(lambda x, y: x + y, donate_argnums=(0,))
+  x = jax.device_put(np.arange(10, dtype=np.float32), mlx_device)
+  with pytest.raises(Exception, match="donated and also passed"):
+    f(x, x).block_until_ready()
+  np.testing.assert_array_equal(np.asarray(x), np.arange(10, dtype=np.float32))
+  y = jax.device_put(np.ones(10, np.float32), mlx_device)
+  np.testing.assert_array_equal(np.asarray(f(x, y)), np.arange(10, dtype=np.float32) + 1)
