@@ -74,6 +74,59 @@ fuzz: $(STAMP)
 bench: build
 	$(VPY) bench/run.py $(BENCH_ARGS)
 
+# Soak benchmark (issue #7): 100,000 training steps + 10,000 compilations; RSS/threads/fds plot.
+soak: build
+	$(VPY) bench/soak.py $(SOAK_ARGS)
+
+# ---- Sanitizers (issue #7) ----------------------------------------------------------------------
+# make asan: AddressSanitizer + UndefinedBehaviorSanitizer build in $(ASAN_BUILD), its ctest, then
+#   the Python tests $(ASAN_PYTESTS) against that build's plugin.
+# make tsan: ThreadSanitizer build in $(TSAN_BUILD) of the worker/event/buffer/executable/governor
+#   tests (src/runtime/*_test.cc) and the PJRT client test, run under it.
+# Findings inside MLX, jaxlib or CPython (never ours) are suppressed in scripts/sanitizers/, each
+# entry with its reason. A sanitizer build never copies its plugin into python/jax_plugins/mlx.
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+ASAN_PYTESTS ?= tests
+TSAN_TESTS := runtime_test executable_test memory_governor_test pjrt_client_test
+SAN_DIR := $(CURDIR)/scripts/sanitizers
+LIBASAN = $(shell $(CXX) -print-file-name=libasan.so)
+# Every sanitizer stops at its first report and prints a stack for it.
+UBSAN_ENV := UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$(SAN_DIR)/ubsan.supp
+# ctest: the instrumented C++ tests, leak checking on (LSan), MLX's own leaks suppressed.
+#   allocator_may_return_null=1: the 1 TB allocation tests expect std::bad_alloc from operator
+#   new/MLX's malloc, as without ASan, not ASan's "allocation-size-too-big" abort.
+ASAN_CTEST_ENV := ASAN_OPTIONS=allocator_may_return_null=1:detect_stack_use_after_return=1 \
+  LSAN_OPTIONS=suppressions=$(SAN_DIR)/lsan.supp $(UBSAN_ENV)
+# Python is not instrumented, so ASan's runtime is preloaded as the process's first library (else
+# the plugin refuses to load: "ASan runtime does not come first in initial library list").
+#   detect_leaks=0: CPython, jaxlib and MLX keep objects until exit on purpose (thousands of
+#     reports, none ours); our code's leaks are what the ctest binaries above check.
+#   allocator_may_return_null=1: as for ctest (tests/test_memory.py asks for 1 TB).
+ASAN_PY_ENV = LD_PRELOAD=$(LIBASAN) \
+  ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 $(UBSAN_ENV) \
+  JAX_MLX_LIBRARY_PATH=$(CURDIR)/$(ASAN_BUILD)/src/pjrt/libjax_mlx_pjrt.so
+TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(SAN_DIR)/tsan.supp
+
+.PHONY: soak asan tsan
+$(ASAN_BUILD)/CMakeCache.txt: $(STAMP)
+	cmake -S . -B $(ASAN_BUILD) -DMLX_ROOT=$(MLX_ROOT) -DPython_EXECUTABLE=$(abspath $(VPY)) \
+	  -DJAXMLX_SANITIZE=address,undefined
+
+$(TSAN_BUILD)/CMakeCache.txt: $(STAMP)
+	cmake -S . -B $(TSAN_BUILD) -DMLX_ROOT=$(MLX_ROOT) -DPython_EXECUTABLE=$(abspath $(VPY)) \
+	  -DJAXMLX_SANITIZE=thread
+
+asan: $(ASAN_BUILD)/CMakeCache.txt
+	cmake --build $(ASAN_BUILD) -j$(JOBS)
+	cd $(ASAN_BUILD) && $(ASAN_CTEST_ENV) ctest --output-on-failure -j$(JOBS)
+	$(ASAN_PY_ENV) $(VPY) -m pytest -q -p no:cacheprovider $(ASAN_PYTESTS)
+
+tsan: $(TSAN_BUILD)/CMakeCache.txt
+	cmake --build $(TSAN_BUILD) -j$(JOBS) --target $(TSAN_TESTS)
+	cd $(TSAN_BUILD) && $(TSAN_ENV) ctest --output-on-failure -j$(JOBS) \
+	  -R '^($(subst $(eval) ,|,$(strip $(TSAN_TESTS))))$$'
+
 clean:
 	rm -rf $(BUILD) build-fuzz $(PLUGIN)
 
