@@ -135,6 +135,16 @@ def rerun_failures(args, jobs):
       if xml_path.exists():
         for test_id, outcome, message in parse_junit(xml_path):
           still[test_id] = (outcome, message)
+      elif len(ids) > 1:
+        # The process died (a test that crashes it, such as numpy's pinv): one test at a time,
+        # so that one crash does not leave the others unknown.
+        for i, one in enumerate(ids):
+          one_xml = pathlib.Path(tmp, f"{name}.{i}.xml")
+          run_file(args.python, args.jax_src, name, 1, args.timeout, [one], one_xml,
+                   node_ids=True)
+          if one_xml.exists():
+            for test_id, outcome, message in parse_junit(one_xml):
+              still[test_id] = (outcome, message)
       for f in items:
         outcome, message = still.get(f["test"], ("failed", f["signature"]))
         if outcome == "failed":
