@@ -15,6 +15,10 @@
 //    Fields added after 0.110 are declared (so newer callers' values can be read) but are not
 //    counted in X_STRUCT_SIZE; they are marked "[0.11x]".
 //  * Callers do not zero argument structs: write every out field, including `*_is_set` flags.
+//  * Every enum has the fixed underlying type int (the size and alignment of a C enum here):
+//    a caller may pass a code we do not know (a newer jaxlib, or garbage), and reading a value
+//    outside the enumerators' range from an enum without a fixed type is undefined behaviour
+//    (UBSan, make asan: BufferFromHostBuffer reading element type 99 in client_test).
 #pragma once
 
 #include <cstddef>
@@ -37,7 +41,7 @@ extern "C" {
 
 // Tags of the extension chain (PJRT_Extension_Base::type). Values as of 0.114; 0.115 appends
 // Rma (25). We provide none; we must ignore (never reject) unknown entries in a caller's chain.
-typedef enum {
+typedef enum : int {
   PJRT_Extension_Type_Gpu_Custom_Call = 0,
   PJRT_Extension_Type_Profiler = 1,
   PJRT_Extension_Type_Custom_Partitioner = 2,
@@ -114,7 +118,7 @@ typedef struct PJRT_DeviceAssignmentSerialized PJRT_DeviceAssignmentSerialized;
 // ===================================================================== errors
 
 // Same numbering as absl::StatusCode (and jaxmlx::Code).
-typedef enum {
+typedef enum : int {
   PJRT_Error_Code_OK = 0,
   PJRT_Error_Code_CANCELLED = 1,
   PJRT_Error_Code_UNKNOWN = 2,
@@ -184,7 +188,7 @@ PJRT_STRUCT_TRAITS(PJRT_Memory, vtable);
 
 // ===================================================================== common value types
 
-typedef enum {
+typedef enum : int {
   PJRT_NamedValue_kString = 0,
   PJRT_NamedValue_kInt64 = 1,
   PJRT_NamedValue_kInt64List = 2,
@@ -213,7 +217,7 @@ PJRT_STRUCT_TRAITS(PJRT_NamedValue, value_size);
 
 // Element types. Values are fixed by the ABI (not sorted by kind). The two F6 types are from
 // 0.114: a newer jaxlib may pass them, so we name them in order to reject them clearly.
-typedef enum {
+typedef enum : int {
   PJRT_Buffer_Type_INVALID = 0,
   PJRT_Buffer_Type_PRED = 1,
   PJRT_Buffer_Type_S8 = 2,
@@ -251,7 +255,7 @@ typedef enum {
 } PJRT_Buffer_Type;
 
 // How long the plugin may keep using the host memory given to BufferFromHostBuffer.
-typedef enum {
+typedef enum : int {
   // Only during the call: copy before returning.
   PJRT_HostBufferSemantics_kImmutableOnlyDuringCall = 0,
   // Until `done_with_host_buffer` fires; the caller does not modify it meanwhile.
@@ -262,7 +266,7 @@ typedef enum {
   PJRT_HostBufferSemantics_kMutableZeroCopy = 3,
 } PJRT_HostBufferSemantics;
 
-typedef enum {
+typedef enum : int {
   PJRT_Buffer_MemoryLayout_Type_Tiled = 0,
   PJRT_Buffer_MemoryLayout_Type_Strides = 1,
 } PJRT_Buffer_MemoryLayout_Type;
@@ -335,7 +339,7 @@ typedef struct PJRT_LogicalDeviceIds {
   int partition;
 } PJRT_LogicalDeviceIds;
 
-typedef enum {
+typedef enum : int {
   PJRT_ProcessState_kUnspecified = 0,
   PJRT_ProcessState_kUninitialized = 1,
   PJRT_ProcessState_kDisconnected = 2,
