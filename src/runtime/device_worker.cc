@@ -8,6 +8,7 @@
 
 #include "mlx/mlx.h"
 #include "runtime/memory_governor.h"
+#include "runtime/metal_settings.h"
 
 namespace mx = mlx::core;
 
@@ -44,6 +45,7 @@ DeviceWorker::DeviceWorker() {
   // the CPU backend's f32, so TF32 is off unless the user asked for it. Set before MLX first
   // reads it; no effect on Metal or the CPU.
   setenv("MLX_ENABLE_TF32", "0", /*overwrite=*/0);
+  apply_metal_settings();
   thread_ = std::thread([queue = queue_] { loop(queue); });
   thread_id_ = thread_.get_id();
   Status st = run_sync([this] { return init_device(); });
