@@ -233,6 +233,25 @@ def test_callback_runs_on_every_execution(monkeypatch, in_loop):
   assert_same(got, want, exact=True)
 
 
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "unordered"])
+@pytest.mark.parametrize("start", [5, 10])
+def test_callback_in_a_counted_while_condition_runs_on_every_test(ordered, start):
+  # `i < 10` with `i + 1` is a counted loop, whose condition the plugin need not read; with an
+  # effect in it, it must still run once per test, as on the CPU backend (jax's
+  # test_can_print_inside_while_loop_cond): an unordered one used to run never.
+  seen = []
+
+  def cond(x):
+    jax.debug.callback(lambda v: seen.append(int(v)), x, ordered=ordered)
+    return x < 10
+
+  fn = jax.jit(lambda x: lax.while_loop(cond, lambda x: x + 1, x))
+  out = fn(jax.device_put(np.int32(start), jax.devices("mlx")[0]))
+  jax.effects_barrier()
+  assert int(out) == 10
+  assert seen == list(range(start, 11))
+
+
 # ---- io_callback --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "unordered"])

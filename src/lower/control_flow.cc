@@ -80,6 +80,13 @@ std::optional<CountedLoop> match_counted(Interpreter& interp, const ir::Op& op) 
   if (!cret || !bret || cret->operands.size() != 1) return std::nullopt;
   const ir::Block& cb = op.regions[0].entry();
   const ir::Block& bb = op.regions[1].entry();
+  // The condition is not read on a counted loop: it must have no effect of its own (a
+  // jax.debug.print in it runs once per test, as on the CPU backend).
+  bool cond_has_effects = false;
+  ir::walk(op.regions[0], [&](const ir::Op& o) {
+    cond_has_effects |= o.kind == ir::OpKind::kCustomCall || !o.regions.empty();
+  });
+  if (cond_has_effects) return std::nullopt;
   const ir::Op* cmp = interp.def(cret->operands[0]);
   if (!cmp || cmp->kind != ir::OpKind::kCompare || cmp->operands.size() != 2) return std::nullopt;
   int dir = cmp->get_enum("comparison_direction", -1);
