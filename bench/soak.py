@@ -80,14 +80,7 @@ def every(n: int, override: int | None) -> int:
 
 # ---- phase 1: one training step, executed n times ----------------------------------------------
 
-def mlp_loss(params, x, y):
-  import jax
-  import optax
-  h = x
-  for layer in params[:-1]:
-    h = jax.nn.relu(h @ layer["w"] + layer["b"])
-  logits = h @ params[-1]["w"] + params[-1]["b"]
-  return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+from workloads.mlp import jax_loss as mlp_loss  # the bench MLP's loss, same layers
 
 
 def run_steps(n: int, interval: int, device, t0: float) -> tuple[list[dict], dict]:
