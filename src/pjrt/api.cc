@@ -6,6 +6,7 @@
 #include <array>
 #include <string_view>
 
+#include "base/crash_trace.h"
 #include "pjrt/abi.h"
 #include "pjrt/entry_points.h"
 #include "pjrt/errors.h"
@@ -77,5 +78,6 @@ PJRT_Error* Plugin_Initialize(PJRT_Plugin_Initialize_Args* args) { return nullpt
 
 // The plugin's only exported symbol (see exports.map).
 extern "C" __attribute__((visibility("default"))) const PJRT_Api* GetPjrtApi() {
+  jaxmlx::crash_trace::install_if_requested();  // JAXMLX_CRASH_TRACE=1 (base/crash_trace.h)
   return jaxmlx::pjrt::api();
 }

@@ -6,6 +6,7 @@
 #include <future>
 #include <new>
 
+#include "mlx/backend/metal/metal.h"
 #include "mlx/mlx.h"
 #include "runtime/memory_governor.h"
 #include "runtime/metal_settings.h"
@@ -74,6 +75,7 @@ Status DeviceWorker::init_device() {
     mx::Device dev = gpu ? mx::Device(mx::Device::gpu, 0) : mx::Device(mx::Device::cpu, 0);
     mx::set_default_device(dev);
     info_.is_gpu = gpu;
+    info_.is_metal = gpu && mx::metal::is_available();
     const auto& props = mx::device_info(dev);
     std::string name;
     if (auto it = props.find("device_name"); it != props.end()) {

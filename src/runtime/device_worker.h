@@ -21,6 +21,7 @@ namespace jaxmlx::runtime {
 
 struct DeviceInfo {
   bool is_gpu = false;
+  bool is_metal = false;    // the GPU is Apple's (MLX's Metal backend); else CUDA or none
   std::string kind;         // "MLX cpu", or the GPU's name
   std::string description;  // one line for repr/debug strings
   size_t memory_bytes = 0;  // total memory MLX reports (0 when unknown)
