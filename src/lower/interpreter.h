@@ -29,9 +29,17 @@ enum class RunMode { kExecute, kTrial, kTrace };
 struct ProgramInfo {
   const ir::Module* module = nullptr;
   const ir::Func* entry = nullptr;
-  // Every stablehlo.constant of every func (regions included), in walk order.
+  // Every stablehlo.constant of every func (regions included), in walk order, and every op
+  // whose value depends on constants alone (hoisted: a broadcast of a constant, an iota, a mask
+  // compared from them...), after its operands. The executor computes them once; each run then
+  // reads them instead of building those ops again (on MLX's CPU each op costs a few us).
   std::vector<const ir::Op*> constant_ops;
   std::unordered_map<const ir::Op*, size_t> constant_index;
+  struct Hoisted {
+    const ir::Func* func = nullptr;
+    std::vector<size_t> operands;  // indices into constant_ops
+  };
+  std::unordered_map<const ir::Op*, Hoisted> hoisted;
   // For each func, the op defining each value id (null for block arguments).
   std::unordered_map<const ir::Func*, std::vector<const ir::Op*>> defs;
   // For each block, per op index: the ids defined in that block whose last use is that op (a
@@ -44,6 +52,9 @@ struct ProgramInfo {
 };
 
 ProgramInfo analyze_program(const ir::Module& m, const ir::Func& entry);
+
+// An array of `shape` (some dimension 0) with no primitive: evaluating it runs no kernel.
+mx::array empty_array(const mx::Shape& shape, mx::Dtype dtype);
 
 // Names every op (regions included) of the funcs reachable from `entry` that has no rule in
 // `registry`; empty when all can be lowered. Each entry: "stablehlo.fft at jit(f)/fft  f.py:3:4".
@@ -97,6 +108,8 @@ class Interpreter : public LowerContext {
   // Runs the rule of one op (no constant table) and checks what it returns; binds nothing.
   // Needs a current frame for ops that read values of the func (none for constants).
   StatusOr<Values> lower_op(const ir::Op& op, const Values& in);
+  // lower_op for an op of `f` outside any run (the executor's hoisted constants).
+  StatusOr<Values> lower_op_in(const ir::Func& f, const ir::Op& op, const Values& in);
 
  private:
   struct Frame {

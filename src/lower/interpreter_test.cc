@@ -172,6 +172,29 @@ TEST(Interpreter, TrialTracesEachRegionOnce) {
   EXPECT_EQ(g_compares, 1);
 }
 
+TEST(Interpreter, OpsOfConstantsAloneAreHoisted) {
+  Builder b;
+  b.main(1);
+  ir::Value two = b.constant(2), three = b.constant(3);
+  ir::Value five = b.bin(OpKind::kAdd, two, three);                // constants only: hoisted
+  ir::Value product = b.bin(OpKind::kMultiply, b.f->args()[0], five);  // reads the argument
+  b.ret(OpKind::kFuncReturn, {product});
+  ProgramInfo info = analyze_program(b.m, b.m.funcs[0]);
+  const std::vector<ir::Op>& ops = b.m.funcs[0].body.blocks[0].ops;
+  ASSERT_EQ(info.constant_ops.size(), 3u);
+  EXPECT_EQ(info.constant_ops[2], &ops[2]);
+  ASSERT_EQ(info.hoisted.count(&ops[2]), 1u);
+  EXPECT_EQ(info.hoisted.at(&ops[2]).operands, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(info.constant_index.count(&ops[3]), 0u);
+  // A run reads the hoisted value it is given (here deliberately not 2 + 3) instead of adding.
+  Registry reg = test_registry();
+  Values constants = {mx::array(2), mx::array(3), mx::array(100)};
+  Interpreter interp(info, reg, RunMode::kExecute, &constants);
+  auto out = interp.run(b.m.funcs[0], {mx::array(7)});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_EQ((*out)[0].item<int32_t>(), 700);
+}
+
 void build_case(Builder& b) {
   b.main(2);  // index, x
   ir::Value idx = b.f->args()[0], x = b.f->args()[1];
