@@ -10,11 +10,15 @@
 // Bodies: `return update` is MLX scatter, one add / multiply / max / min (and / or on bools) is
 // MLX scatter_add / _prod / _max / _min. Float max / min go through order-preserving integer
 // keys, because MLX's scatter_max skips NaN and orders -0 == +0 while XLA's maximum propagates
-// NaN and has +0 > -0. Any other body (variadic scatters too) is applied window by window in
+// NaN and has +0 > -0. On a GPU, `return update` with several windows writing one element
+// makes the last of them win on purpose (scatter_last_wins), as the CPU backend's in-order
+// application does; MLX's GPU scatter would keep any of them. Any other body (variadic scatters too) is applied window by window in
 // the order of the update scatter dims, as XLA's CPU backend does, so duplicate indices and
 // non-associative bodies give XLA's results; that costs a few MLX ops per window, so it is
 // limited to kMaxInOrderWindows windows.
 #include <algorithm>
+#include <cstdlib>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -230,6 +234,69 @@ mx::array from_float_key(const mx::array& k, mx::Dtype dt) {
   return mx::view(s, dt);
 }
 
+// Whether replacing scatters must make the last of several updates of one element win on
+// purpose: on a GPU MLX's scatter writes duplicates in any order (PITFALLS 2.6), measured on an
+// H200 as the wrong duplicate winning in `.at[i].set(v)`; MLX's CPU scatter writes in order.
+// JAXMLX_ORDERED_SCATTER=1 forces it on anywhere (tests run it on the CPU), =0 off.
+bool scatter_needs_order() {
+  const char* v = std::getenv("JAXMLX_ORDERED_SCATTER");
+  if (v != nullptr && *v != '\0') return *v != '0';
+  return mx::default_device().type == mx::Device::gpu;
+}
+
+// The elements of the updates that win, as XLA's CPU backend applies windows in order: for each
+// element of `x`, the last window (row-major over the batch) that writes it. Shape batch + window.
+mx::array last_writers(const Plan& p, const mx::array& x) {
+  int64_t n = 1;
+  for (int b : p.batch) n *= b;
+  mx::Shape order_shape = p.batch;
+  order_shape.insert(order_shape.end(), p.window.size(), 1);
+  mx::Shape full = p.batch;
+  full.insert(full.end(), p.window.begin(), p.window.end());
+  mx::array order = mx::broadcast_to(
+      mx::reshape(mx::arange(static_cast<int>(n), mx::int32), order_shape), full);
+  // Window numbers are int32 (a scatter_max every GPU has) and unique: the max is the last.
+  mx::array winner = mx::scatter_max(mx::full(x.shape(), -1, mx::int32), p.idx, order, p.axes);
+  return mx::equal(mx::gather(winner, p.idx, p.axes, p.window), order);
+}
+
+// The flat position in `x` of every update element (batch + window), as int32.
+mx::array flat_targets(const Plan& p, const mx::array& x) {
+  const int nb = static_cast<int>(p.batch.size());
+  const int rank = static_cast<int>(x.ndim());
+  std::optional<mx::array> flat;
+  int64_t stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    mx::Shape along(nb + rank, 1);
+    along[nb + d] = p.window[d];
+    mx::array pos = mx::reshape(mx::arange(p.window[d], mx::int32), along);
+    for (size_t k = 0; k < p.axes.size(); ++k) {
+      if (p.axes[k] != d) continue;
+      mx::Shape start_shape = p.batch;
+      start_shape.insert(start_shape.end(), rank, 1);
+      pos = mx::add(pos, mx::reshape(p.idx[k], start_shape));
+    }
+    mx::array term = mx::multiply(pos, int_scalar(stride, mx::int32));
+    flat = flat ? mx::add(*flat, term) : term;
+    stride *= x.shape(d);
+  }
+  return *flat;
+}
+
+// A replacing scatter in which, of several updates of one element, the last one wins (see
+// scatter_needs_order): only winning elements are written, in one scatter over the flattened
+// operand; every other element goes to one spare element past the end, which is cut off.
+mx::array scatter_last_wins(const Plan& p, const mx::array& x, const mx::array& u,
+                            mx::StreamOrDevice s) {
+  const int64_t size = static_cast<int64_t>(x.size());
+  mx::array target = mx::where(last_writers(p, x), flat_targets(p, x),
+                               int_scalar(size, mx::int32));
+  mx::array flat = mx::concatenate({mx::reshape(x, {-1}), mx::zeros({1}, x.dtype())}, 0);
+  const int m = static_cast<int>(target.size());
+  flat = mx::scatter(flat, {mx::reshape(target, {m})}, mx::reshape(u, {m, 1}), {0}, s);
+  return mx::reshape(mx::slice(flat, {0}, {static_cast<int>(size)}), x.shape());
+}
+
 // Where a scatter of dtype `dt` can run: MLX's GPU scatters reject 64-bit integers, and complex
 // anything but a sum (PITFALLS 1, patch 11); those run on the CPU stream instead.
 mx::StreamOrDevice scatter_device(mx::Dtype dt, Combiner c) {
@@ -340,6 +407,15 @@ StatusOr<Values> scatter_in_order(LowerContext& ctx, const ir::Op& op, const Pla
   return xs;
 }
 
+// Whether a replacing scatter goes through scatter_last_wins: when order matters here and
+// two windows could write one element (jax's unique_indices=True promises they cannot).
+bool ordered_replace(const ir::Op& op, const Plan& p, const mx::array& x) {
+  int64_t windows = 1;
+  for (int b : p.batch) windows *= b;
+  return windows > 1 && !op.get_bool("unique_indices") && scatter_needs_order() &&
+         x.size() < static_cast<size_t>(std::numeric_limits<int32_t>::max());
+}
+
 StatusOr<Values> lower_scatter(LowerContext& ctx, const ir::Op& op, const Values& in) {
   const size_t n = op.results.size();
   const ir::ScatterDims* dn = op.attr<ir::ScatterDims>("scatter_dimension_numbers");
@@ -366,6 +442,9 @@ StatusOr<Values> lower_scatter(LowerContext& ctx, const ir::Op& op, const Values
   Values out;
   if (c == Combiner::kGeneral) {
     ASSIGN_OR_RETURN(out, scatter_in_order(ctx, op, p, xs, us));
+  } else if (c == Combiner::kReplace && ordered_replace(op, p, xs[0])) {
+    const mx::array u = mx::astype(us[0], xs[0].dtype());
+    out.push_back(scatter_last_wins(p, xs[0], u, scatter_device(xs[0].dtype(), c)));
   } else {
     out.push_back(scatter_with(c, xs[0], p.idx, p.axes, mx::astype(us[0], xs[0].dtype())));
   }

@@ -325,6 +325,27 @@ def test_set_duplicates(dt):
   np.testing.assert_array_equal(got[3], u[5])
 
 
+@pytest.mark.parametrize("ordered", ["1", "0"], ids=["last-wins-path", "plain-path"])
+def test_set_duplicates_overlapping_windows(ordered, monkeypatch):
+  # On a GPU MLX's scatter keeps any of several duplicates; the plugin then writes only the last
+  # window per element (JAXMLX_ORDERED_SCATTER, forced here on the CPU so both paths run
+  # everywhere). Windows of 2x3 at overlapping starts, duplicates, dropped (out-of-bounds)
+  # windows, and a 64-bit dtype that GPUs scatter on the CPU stream.
+  monkeypatch.setenv("JAXMLX_ORDERED_SCATTER", ordered)
+  dn = lax.ScatterDimensionNumbers(update_window_dims=(1, 2), inserted_window_dims=(),
+                                   scatter_dims_to_operand_dims=(0, 1))
+  starts = np.array([[0, 0], [1, 1], [0, 1], [1, 1], [4, 0], [2, 2], [0, 0], [-1, 0]], np.int32)
+  for dt in (np.float32, np.int64, np.uint8):
+    x = np.zeros((4, 5), dt)
+    u = (np.arange(8 * 6).reshape(8, 2, 3) + 1).astype(dt)
+    f = lambda a, i, v: lax.scatter(a, i, v, dn, mode=lax.GatherScatterMode.FILL_OR_DROP)
+    check(f, x, starts, u)
+  # unique_indices=True promises no duplicates: both paths agree when it holds.
+  j = idx(3, 0, 2)
+  check(lambda a, i, v: a.at[i].set(v, unique_indices=True), np.zeros((4, 2), np.float32), j,
+        np.arange(6, dtype=np.float32).reshape(3, 2))
+
+
 def test_add_many_duplicates():
   # Long duplicate chains: sums must accumulate every update (ints exactly).
   rng = np.random.default_rng(3)
