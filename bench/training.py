@@ -21,7 +21,9 @@ def jax_train(device, loss_fn: Callable, params_np: Any, batch_np: tuple) -> Jax
   batch = jax.device_put(batch_np, device)
   opt_state = jax.jit(opt.init)(params)
 
-  @jax.jit
+  # Parameters and optimizer state are donated, as JAX training loops do (and as MLX's compiled
+  # step replaces its state): the old ones are not kept alive beside the new.
+  @functools.partial(jax.jit, donate_argnums=(0, 1))
   def step(params, opt_state, batch):
     loss, grads = jax.value_and_grad(loss_fn)(params, *batch)
     updates, opt_state = opt.update(grads, opt_state, params)

@@ -161,3 +161,28 @@ def test_memory_stats_report_the_limit_and_transferred_arrays():
   """, limit="64M")
   assert res["limit"] == 64 * 2**20
   assert res["grew"] >= 16 * 2**20, res
+
+
+@pytest.mark.parametrize("donate", [True, False], ids=["donated", "kept"])
+def test_a_donated_argument_lends_its_memory_to_the_result(donate):
+  # x = f(x) over a 32 MiB array: donated, each step's result takes the memory of its argument
+  # (as MLX's compiled optimizer steps do), so the peak stays near one array; kept, the argument,
+  # the temporary and the result coexist. Each step is waited for: a step queued behind the
+  # previous one finds its argument still held by the kernels that write it, and allocates.
+  res = _run(f"""
+    f = jax.jit(lambda x: x * 2.0 + 1.0, donate_argnums=(0,) if {donate} else ())
+    x = jax.device_put(np.ones((8 * 2**20,), np.float32), mlx)
+    x.block_until_ready()
+    base = mlx.memory_stats()["peak_bytes_in_use"]
+    for _ in range(4):
+      x = f(x)
+      x.block_until_ready()
+    results["ok"] = bool(np.all(np.asarray(x) == 31.0))
+    results["peak_growth"] = mlx.memory_stats()["peak_bytes_in_use"] - base
+  """, limit=None)
+  assert res["ok"]
+  mib = res["peak_growth"] / 2**20
+  if donate:
+    assert mib < 16, res  # no second 32 MiB array ever
+  else:
+    assert mib >= 32, res  # the test can tell: without donation a new array each step

@@ -230,7 +230,7 @@ Status execute(PJRT_LoadedExecutable_Execute_Args* args) {
     outputs.push_back(runtime::Buffer::pending(*client->worker, type, out_specs[j].dims, storage));
   }
   runtime::Event done;
-  info.exec->execute(inputs, outputs, done);
+  info.exec->execute(inputs, outputs, done, donate);
   // Donated inputs are consumed; the queued run still holds their arrays.
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (donate[i]) inputs[i]->mark_deleted();

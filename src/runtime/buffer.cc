@@ -202,6 +202,17 @@ StatusOr<mx::array> Buffer::array_on_worker() const {
   return *array_;
 }
 
+StatusOr<mx::array> Buffer::take_array_on_worker() {
+  Status st = ready_.status();
+  if (!st.ok()) return st;
+  std::optional<mx::array> taken;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!array_) return failed_precondition("buffer has been deleted or donated");
+  if (host_reads_ > 0) return *array_;  // pinned until the copy is done
+  taken.swap(array_);
+  return std::move(*taken);
+}
+
 void Buffer::mark_deleted() {
   if (deleted_.exchange(true)) return;
   // Freed on the worker, after the work queued before the deletion has read the array (and

@@ -70,6 +70,9 @@ class Buffer : public std::enable_shared_from_this<Buffer> {
 
   // Worker-side access for device work queued before a deletion. Errors if failed or freed.
   StatusOr<mlx::core::array> array_on_worker() const;
+  // array_on_worker for a buffer this run consumes (donation): the buffer lets go of its array
+  // (unless a host read still copies it), so the run's graph may hold the only reference.
+  StatusOr<mlx::core::array> take_array_on_worker();
   void set_array(mlx::core::array a);
   // Stores the array of an asynchronous run without signalling readiness: work queued on the
   // worker after this sees the array (MLX orders its computation); `ready()` is set by whoever

@@ -263,7 +263,8 @@ class ExecutableImpl final : public Executable,
   std::string program_text() const override { return ir::print_module(module_); }
 
   void execute(std::vector<std::shared_ptr<Buffer>> inputs,
-               std::vector<std::shared_ptr<Buffer>> outputs, Event done) override;
+               std::vector<std::shared_ptr<Buffer>> outputs, Event done,
+               std::vector<bool> donated) override;
 
  private:
   Status trial();  // on the worker
@@ -414,11 +415,14 @@ Status ExecutableImpl::trial() {
 }
 
 void ExecutableImpl::execute(std::vector<std::shared_ptr<Buffer>> inputs,
-                             std::vector<std::shared_ptr<Buffer>> outputs, Event done) {
+                             std::vector<std::shared_ptr<Buffer>> outputs, Event done,
+                             std::vector<bool> donated) {
   auto self = shared_from_this();
   // Python waits at exit for queued runs that will call into it.
   auto pending = calls_host_ ? std::make_shared<lower::PendingHostCallbackRun>() : nullptr;
-  worker_->post([self, inputs = std::move(inputs), outputs = std::move(outputs), done, pending] {
+  donated.resize(inputs.size(), false);
+  worker_->post([self, inputs = std::move(inputs), outputs = std::move(outputs), done, pending,
+                 donated = std::move(donated)] {
     bool signalled = false;
     Status st = guard("execute", [&]() -> Status {
       if (self->deferred_check_.valid()) RETURN_IF_ERROR(self->checked());
@@ -434,12 +438,17 @@ void ExecutableImpl::execute(std::vector<std::shared_ptr<Buffer>> inputs,
           args.push_back(mx::array(false));
           continue;
         }
-        ASSIGN_OR_RETURN(mx::array a, inputs[i]->array_on_worker());
+        ASSIGN_OR_RETURN(mx::array a, donated[i] ? inputs[i]->take_array_on_worker()
+                                                 : inputs[i]->array_on_worker());
         args.push_back(std::move(a));
       }
       fault::on_run();  // JAXMLX_FAULT=execute:N / alloc:N (base/fault_injection.h)
       const bool async = self->async_completion_;
-      ASSIGN_OR_RETURN(Values outs, self->run(args, /*evaluate=*/!async));
+      ASSIGN_OR_RETURN(Values outs, self->run(args, /*evaluate=*/false));
+      // From here on only the graph reads the arguments: a donated one that nothing else holds
+      // can lend its memory to a result (MLX reuses an input buffer it holds the only reference
+      // to), as the optimizer update of a training step does with parameters and state.
+      args.clear();
       if (outs.size() != outputs.size())
         return internal_error("the program produced " + std::to_string(outs.size()) +
                               " outputs for " + std::to_string(outputs.size()) + " buffers");

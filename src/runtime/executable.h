@@ -43,9 +43,12 @@ class Executable {
   // Enqueues one run. `inputs` were validated by the caller (count, dtype, shape, not deleted);
   // `outputs` are pending buffers (Buffer::pending) of the output specs, filled by the worker
   // with set_array, or all set_error on failure. `done` fires when the run finished (with the
-  // run's error, if any). Never blocks on device work.
+  // run's error, if any). Never blocks on device work. `donated[i]`: input i is consumed by this
+  // run (the caller deletes it): the run takes its array, so MLX may write results into its
+  // memory once nothing else reads it.
   virtual void execute(std::vector<std::shared_ptr<Buffer>> inputs,
-                       std::vector<std::shared_ptr<Buffer>> outputs, Event done) = 0;
+                       std::vector<std::shared_ptr<Buffer>> outputs, Event done,
+                       std::vector<bool> donated = {}) = 0;
 };
 
 }  // namespace jaxmlx::runtime
