@@ -217,7 +217,7 @@ void Buffer::mark_deleted() {
   if (deleted_.exchange(true)) return;
   // Freed on the worker, after the work queued before the deletion has read the array (and
   // after pending host reads, see to_host).
-  worker_.post([self = shared_from_this()] { self->release_array(); });
+  worker_.post_lazy([self = shared_from_this()] { self->release_array(); });
 }
 
 StatusOr<Event> Buffer::to_host(void* dst, size_t dst_size, std::vector<int64_t> byte_strides) {
@@ -256,7 +256,7 @@ void Buffer::end_host_read() {
     if (--host_reads_ > 0 || !release_deferred_) return;
     release_deferred_ = false;
   }
-  worker_.post([self = shared_from_this()] { self->release_array(); });
+  worker_.post_lazy([self = shared_from_this()] { self->release_array(); });
 }
 
 void Buffer::release_array() {

@@ -1,5 +1,6 @@
 #include "runtime/device_worker.h"
 
+#include <chrono>
 #include <cstdlib>
 
 #include <exception>
@@ -14,6 +15,12 @@
 namespace mx = mlx::core;
 
 namespace jaxmlx::runtime {
+namespace {
+
+// How long a lazy task may wait for an urgent one to carry it (DeviceWorker::post_lazy).
+constexpr std::chrono::milliseconds kLazyDelay{2};
+
+}  // namespace
 
 Status guard(const char* what, const std::function<Status()>& fn) {
   try {
@@ -94,16 +101,23 @@ Status DeviceWorker::init_device() {
   });
 }
 
-void DeviceWorker::post(std::function<void()> task) {
+void DeviceWorker::post(std::function<void()> task) { enqueue(std::move(task), false); }
+
+void DeviceWorker::post_lazy(std::function<void()> task) { enqueue(std::move(task), true); }
+
+void DeviceWorker::enqueue(std::function<void()> task, bool lazy) {
   if (on_worker_thread()) {
     task();
     return;
   }
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(queue_->mu);
-    queue_->tasks.push_back(std::move(task));
+    queue_->tasks.push_back(Task{std::move(task), lazy});
+    if (!lazy) ++queue_->urgent;
+    wake = !lazy || queue_->deep_sleep;
   }
-  queue_->cv.notify_one();
+  if (wake) queue_->cv.notify_one();
 }
 
 Status DeviceWorker::run_sync(const std::function<Status()>& fn) {
@@ -115,17 +129,32 @@ Status DeviceWorker::run_sync(const std::function<Status()>& fn) {
 }
 
 void DeviceWorker::loop(std::shared_ptr<Queue> queue) {
+  Queue& q = *queue;
+  std::unique_lock<std::mutex> lock(q.mu);
   for (;;) {
-    std::function<void()> task;
-    {
-      std::unique_lock<std::mutex> lock(queue->mu);
-      queue->cv.wait(lock, [&] { return queue->stopping || !queue->tasks.empty(); });
-      // Drain everything queued before stopping: pending frees and transfers must complete.
-      if (queue->tasks.empty()) return;
-      task = std::move(queue->tasks.front());
-      queue->tasks.pop_front();
+    if (q.urgent == 0 && !q.stopping) {
+      // Light sleep: lazy tasks queued now wait for the next urgent task, or for the timeout.
+      q.cv.wait_for(lock, kLazyDelay, [&] { return q.urgent > 0 || q.stopping; });
+      if (q.urgent == 0 && !q.stopping && q.tasks.empty()) {
+        // Deep sleep: idle; from now on a lazy task wakes the worker when it is posted.
+        q.deep_sleep = true;
+        q.cv.wait(lock, [&] { return q.urgent > 0 || q.stopping || !q.tasks.empty(); });
+        q.deep_sleep = false;
+        continue;
+      }
     }
-    task();
+    // Drain everything queued before stopping: pending frees and transfers must complete.
+    if (q.tasks.empty()) {
+      if (q.stopping) return;
+      continue;
+    }
+    Task task = std::move(q.tasks.front());
+    q.tasks.pop_front();
+    if (!task.lazy) --q.urgent;
+    lock.unlock();
+    task.fn();
+    task.fn = nullptr;  // whatever the task held is released outside the lock
+    lock.lock();
   }
 }
 

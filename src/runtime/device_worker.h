@@ -44,6 +44,11 @@ class DeviceWorker {
 
   // Runs `task` on the worker, in order. The task must not throw: wrap MLX calls with guard().
   void post(std::function<void()> task);
+  // Like post, for work nobody waits for (freeing a buffer's array): queued in the same order,
+  // but it does not wake a worker that ran something within the last 2 ms; it runs before
+  // the next task posted, or when that delay passes. Saves the caller a thread wake-up per
+  // deletion (jax frees the previous call's outputs on every call of a loop).
+  void post_lazy(std::function<void()> task);
 
   // Runs `fn` on the worker and waits for its Status. Inline when called from the worker.
   Status run_sync(const std::function<Status()>& fn);
@@ -52,12 +57,19 @@ class DeviceWorker {
 
  private:
   // The queue outlives this object while the thread drains it (see the destructor).
+  struct Task {
+    std::function<void()> fn;
+    bool lazy = false;
+  };
   struct Queue {
     std::mutex mu;
     std::condition_variable cv;
-    std::deque<std::function<void()>> tasks;
+    std::deque<Task> tasks;
+    size_t urgent = 0;        // tasks queued by post (not post_lazy)
+    bool deep_sleep = false;  // idle for longer than that: post_lazy wakes the worker
     bool stopping = false;
   };
+  void enqueue(std::function<void()> task, bool lazy);
   static void loop(std::shared_ptr<Queue> queue);
   Status init_device();
 
