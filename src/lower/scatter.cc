@@ -82,6 +82,12 @@ struct Plan {
   bool leading_dim = false;    // a size-1 dim 0 was added (no scattered or batching dims)
   int pad_axis = -1;           // -1: no window can be dropped
   int pad_dim = 0;             // size of pad_axis before padding
+
+  int64_t num_windows() const {  // update windows: the product of the batch dims
+    int64_t n = 1;
+    for (int b : batch) n *= b;
+    return n;
+  }
 };
 
 // The window size per operand dim: 1 for inserted and batching dims, else the update's dim.
@@ -247,8 +253,7 @@ bool scatter_needs_order() {
 // The elements of the updates that win, as XLA's CPU backend applies windows in order: for each
 // element of `x`, the last window (row-major over the batch) that writes it. Shape batch + window.
 mx::array last_writers(const Plan& p, const mx::array& x) {
-  int64_t n = 1;
-  for (int b : p.batch) n *= b;
+  const int64_t n = p.num_windows();
   mx::Shape order_shape = p.batch;
   order_shape.insert(order_shape.end(), p.window.size(), 1);
   mx::Shape full = p.batch;
@@ -371,8 +376,7 @@ StatusOr<ir::Region> body_with_constants(LowerContext& ctx, const ir::Op& op) {
 StatusOr<Values> scatter_in_order(LowerContext& ctx, const ir::Op& op, const Plan& p,
                                   Values xs, const Values& us) {
   ASSIGN_OR_RETURN(const ir::Region body, body_with_constants(ctx, op));
-  int64_t n = 1;
-  for (int b : p.batch) n *= b;
+  const int64_t n = p.num_windows();
   if (n > kMaxInOrderWindows)
     return ctx.unsupported(op, "a general scatter body over " + std::to_string(n) +
                                    " update windows (applied in order; limit " +
@@ -410,9 +414,7 @@ StatusOr<Values> scatter_in_order(LowerContext& ctx, const ir::Op& op, const Pla
 // Whether a replacing scatter goes through scatter_last_wins: when order matters here and
 // two windows could write one element (jax's unique_indices=True promises they cannot).
 bool ordered_replace(const ir::Op& op, const Plan& p, const mx::array& x) {
-  int64_t windows = 1;
-  for (int b : p.batch) windows *= b;
-  return windows > 1 && !op.get_bool("unique_indices") && scatter_needs_order() &&
+  return p.num_windows() > 1 && !op.get_bool("unique_indices") && scatter_needs_order() &&
          x.size() < static_cast<size_t>(std::numeric_limits<int32_t>::max());
 }
 

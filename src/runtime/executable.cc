@@ -270,8 +270,9 @@ class ExecutableImpl final : public Executable,
   Status trial();  // on the worker
   Status check_on_worker();
   Status checked();  // trial() once, on the worker
-  // Runs the program; with `evaluate` false the eager path returns the lazy graph.
-  StatusOr<Values> run(const Values& args, bool evaluate);
+  // Runs the program; the eager path returns the lazy graph (loops with compiled regions are
+  // evaluated), which the caller evaluates once it dropped its references to the arguments.
+  StatusOr<Values> run(const Values& args);
   StatusOr<Values> run_compiled(const Values& args);
   StatusOr<Values> run_eager(const Values& args, bool evaluate);
   // Starts evaluating `outs` and leaves signalling to a task on MLX's stream; false (nothing
@@ -444,7 +445,7 @@ void ExecutableImpl::execute(std::vector<std::shared_ptr<Buffer>> inputs,
       }
       fault::on_run();  // JAXMLX_FAULT=execute:N / alloc:N (base/fault_injection.h)
       const bool async = self->async_completion_;
-      ASSIGN_OR_RETURN(Values outs, self->run(args, /*evaluate=*/false));
+      ASSIGN_OR_RETURN(Values outs, self->run(args));
       // From here on only the graph reads the arguments: a donated one that nothing else holds
       // can lend its memory to a result (MLX reuses an input buffer it holds the only reference
       // to), as the optimizer update of a training step does with parameters and state.
@@ -523,7 +524,7 @@ bool ExecutableImpl::finish_async(Values& outs, const std::vector<std::shared_pt
   return true;
 }
 
-StatusOr<Values> ExecutableImpl::run(const Values& args, bool evaluate) {
+StatusOr<Values> ExecutableImpl::run(const Values& args) {
   if (!constants_ready_) {
     mx::eval(constants_);
     constants_ready_ = true;
@@ -550,7 +551,7 @@ StatusOr<Values> ExecutableImpl::run(const Values& args, bool evaluate) {
       regions_.reset();  // e.g. a fused kernel MLX cannot build: interpret loops from now on
     }
   }
-  return run_eager(args, evaluate);
+  return run_eager(args, /*evaluate=*/false);
 }
 
 StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
