@@ -13,6 +13,7 @@
 #include "pjrt/errors.h"
 #include "pjrt/objects.h"
 #include "pjrt/platform.h"
+#include "runtime/event.h"
 #include "runtime/memory_governor.h"
 
 namespace mx = mlx::core;
@@ -356,12 +357,14 @@ PJRT_Error* Device_MemoryStats(PJRT_Device_MemoryStats_Args* args) {
   return guarded(args, [&]() -> Status {
     if (!args->device) return invalid_argument("PJRT_Device_MemoryStats: device is null");
     // jaxlib asks while it compiles, holding Python's GIL, which a host callback running on the
-    // worker may be waiting for: then MLX's counters (plain totals) are read from this thread.
+    // worker (or a jaxlib callback on the worker or MLX's stream thread, runtime/event.h) may be
+    // waiting for: then MLX's counters (plain totals) are read from this thread.
     auto read = [] {
       // Live arrays include transfer blocks MLX adopted (counted by the memory governor).
       return std::array<size_t, 3>{runtime::live_bytes(), mx::get_peak_memory(),
                                    mx::get_memory_limit()};
     };
+    runtime::WaitingForWorker waiting;
     auto done = std::make_shared<std::promise<std::array<size_t, 3>>>();
     std::future<std::array<size_t, 3>> ready = done->get_future();
     args->device->client->worker->post([read, done] { done->set_value(read()); });
@@ -371,7 +374,7 @@ PJRT_Error* Device_MemoryStats(PJRT_Device_MemoryStats_Args* args) {
         stats = ready.get();
         break;
       }
-      if (lower::host_callback_running()) {
+      if (lower::host_callback_running() || runtime::external_callbacks_running()) {
         stats = read();
         break;
       }

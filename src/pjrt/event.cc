@@ -42,9 +42,11 @@ PJRT_Error* Event_OnReady(PJRT_Event_OnReady_Args* args) {
     if (!args->callback) return invalid_argument("PJRT_Event_OnReady: callback is null");
     auto callback = args->callback;
     void* user_arg = args->user_arg;
-    // The callback owns the error it receives (null on success).
+    // The callback owns the error it receives (null on success). jaxlib's callbacks may take
+    // Python's GIL: external, so never run on the worker or MLX's stream thread (event.h).
     args->event->event.on_ready(
-        [callback, user_arg](const Status& st) { callback(make_error(st), user_arg); });
+        [callback, user_arg](const Status& st) { callback(make_error(st), user_arg); },
+        /*external=*/true);
     return Status();
   });
 }

@@ -9,6 +9,7 @@
 
 #include "mlx/backend/metal/metal.h"
 #include "mlx/mlx.h"
+#include "runtime/event.h"
 #include "runtime/memory_governor.h"
 #include "runtime/metal_settings.h"
 
@@ -122,6 +123,7 @@ void DeviceWorker::enqueue(std::function<void()> task, bool lazy) {
 
 Status DeviceWorker::run_sync(const std::function<Status()>& fn) {
   if (on_worker_thread()) return guard("device task", fn);
+  WaitingForWorker waiting;  // jaxlib's callbacks leave our threads meanwhile (event.h)
   std::promise<Status> done;
   auto result = done.get_future();
   post([&] { done.set_value(guard("device task", fn)); });
@@ -129,6 +131,7 @@ Status DeviceWorker::run_sync(const std::function<Status()>& fn) {
 }
 
 void DeviceWorker::loop(std::shared_ptr<Queue> queue) {
+  DeferEventCallbacks defer;  // jaxlib's callbacks never run here (event.h)
   Queue& q = *queue;
   std::unique_lock<std::mutex> lock(q.mu);
   for (;;) {

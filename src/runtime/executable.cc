@@ -366,16 +366,17 @@ void ExecutableImpl::plan_outputs() {
 }
 
 // Runs trial() on the worker and waits for it, unless the worker is (or gets) inside a host
-// callback: that callback waits for Python's GIL, which jaxlib holds while it compiles. Then the
-// check stays queued (FIFO: it runs before any execution of this program), and execute reports
-// its error.
+// callback, or a jaxlib callback runs on one of our threads (runtime/event.h): those wait for
+// Python's GIL, which jaxlib holds while it compiles. Then the check stays queued (FIFO: it runs
+// before any execution of this program), and execute reports its error.
 Status ExecutableImpl::check_on_worker() {
   if (worker_->on_worker_thread()) return checked();
+  WaitingForWorker waiting;
   auto result = std::make_shared<std::promise<Status>>();
   std::shared_future<Status> done = result->get_future().share();
   worker_->post([self = shared_from_this(), result] { result->set_value(self->checked()); });
   while (done.wait_for(std::chrono::milliseconds(2)) != std::future_status::ready) {
-    if (lower::host_callback_running()) {
+    if (lower::host_callback_running() || external_callbacks_running()) {
       deferred_check_ = done;
       return Status();
     }
@@ -493,6 +494,7 @@ bool ExecutableImpl::finish_async(Values& outs, const std::vector<std::shared_pt
   // kernels of this run and of the runs that produced its inputs.
   std::function<void()> complete = [stream, keep = outs, outputs, done,
                                     name = name_]() mutable {
+    DeferEventCallbacks defer;  // on MLX's stream thread: jaxlib's callbacks never run here
     Status st;
     try {
       // A kernel that threw on the stream left its error there (and would poison later runs'
