@@ -88,7 +88,7 @@ soak: build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 # The program-level tests by default (PJRT boundary, buffers, callbacks, memory, programs, random);
-# ASAN_PYTESTS=tests adds the 4,903 op tests and 1,236 reader tests (not yet run under ASan).
+# ASAN_PYTESTS=tests runs the whole suite (54 min on 2 cores; clean at stop 12).
 ASAN_PYTESTS ?= $(wildcard tests/test_*.py)
 TSAN_TESTS := runtime_test executable_test memory_governor_test pjrt_client_test
 SAN_DIR := $(CURDIR)/scripts/sanitizers
