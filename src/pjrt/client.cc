@@ -7,13 +7,11 @@
 #include <string>
 
 #include "base/fault_injection.h"
-#include "lower/host_callback.h"
 #include "mlx/mlx.h"
 #include "pjrt/entry_points.h"
 #include "pjrt/errors.h"
 #include "pjrt/objects.h"
 #include "pjrt/platform.h"
-#include "runtime/event.h"
 #include "runtime/memory_governor.h"
 
 namespace mx = mlx::core;
@@ -364,22 +362,13 @@ PJRT_Error* Device_MemoryStats(PJRT_Device_MemoryStats_Args* args) {
       return std::array<size_t, 3>{runtime::live_bytes(), mx::get_peak_memory(),
                                    mx::get_memory_limit()};
     };
-    runtime::WaitingForWorker waiting;
     auto done = std::make_shared<std::promise<std::array<size_t, 3>>>();
     std::future<std::array<size_t, 3>> ready = done->get_future();
     args->device->client->worker->post([read, done] { done->set_value(read()); });
-    std::array<size_t, 3> stats{};
-    for (;;) {
-      if (ready.wait_for(std::chrono::milliseconds(2)) == std::future_status::ready) {
-        stats = ready.get();
-        break;
-      }
-      if (lower::host_callback_running() || runtime::external_callbacks_running()) {
-        stats = read();
-        break;
-      }
-    }
-    auto [active, peak, limit] = stats;
+    const bool on_worker = runtime::DeviceWorker::wait_unless_python_blocks([&] {
+      return ready.wait_for(std::chrono::milliseconds(2)) == std::future_status::ready;
+    });
+    auto [active, peak, limit] = on_worker ? ready.get() : read();
     args->bytes_in_use = static_cast<int64_t>(active);
     args->peak_bytes_in_use = static_cast<int64_t>(peak);
     args->peak_bytes_in_use_is_set = true;

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "mlx/backend/metal/metal.h"
+#include "lower/host_callback.h"
 #include "mlx/mlx.h"
 #include "runtime/event.h"
 #include "runtime/memory_governor.h"
@@ -128,6 +129,13 @@ Status DeviceWorker::run_sync(const std::function<Status()>& fn) {
   auto result = done.get_future();
   post([&] { done.set_value(guard("device task", fn)); });
   return result.get();
+}
+
+bool DeviceWorker::wait_unless_python_blocks(const std::function<bool()>& wait_a_little) {
+  WaitingForWorker waiting;  // jaxlib's callbacks leave our threads meanwhile (event.h)
+  while (!wait_a_little())
+    if (lower::host_callback_running() || external_callbacks_running()) return false;
+  return true;
 }
 
 void DeviceWorker::loop(std::shared_ptr<Queue> queue) {

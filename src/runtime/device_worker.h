@@ -53,6 +53,13 @@ class DeviceWorker {
   // Runs `fn` on the worker and waits for its Status. Inline when called from the worker.
   Status run_sync(const std::function<Status()>& fn);
 
+  // For a caller that may hold Python's GIL (jaxlib compiling, asking for memory stats) and
+  // waits for work it posted here: calls `wait_a_little()` (a short timed wait on that work,
+  // true once it is done) until it returns true, or returns false as soon as the worker may be
+  // waiting for the GIL itself -- a host callback is running, or a jaxlib callback runs on one
+  // of our threads (runtime/event.h) -- and the caller must not wait on.
+  static bool wait_unless_python_blocks(const std::function<bool()>& wait_a_little);
+
   bool on_worker_thread() const { return std::this_thread::get_id() == thread_id_; }
 
  private:

@@ -371,15 +371,14 @@ void ExecutableImpl::plan_outputs() {
 // before any execution of this program), and execute reports its error.
 Status ExecutableImpl::check_on_worker() {
   if (worker_->on_worker_thread()) return checked();
-  WaitingForWorker waiting;
   auto result = std::make_shared<std::promise<Status>>();
   std::shared_future<Status> done = result->get_future().share();
   worker_->post([self = shared_from_this(), result] { result->set_value(self->checked()); });
-  while (done.wait_for(std::chrono::milliseconds(2)) != std::future_status::ready) {
-    if (lower::host_callback_running() || external_callbacks_running()) {
-      deferred_check_ = done;
-      return Status();
-    }
+  if (!DeviceWorker::wait_unless_python_blocks([&] {
+        return done.wait_for(std::chrono::milliseconds(2)) == std::future_status::ready;
+      })) {
+    deferred_check_ = done;
+    return Status();
   }
   return done.get();
 }
