@@ -138,8 +138,8 @@ StatusOr<Values> dot_general(LowerContext& ctx, const ir::Op& op, const Values& 
   rperm = to_ints(dd.rhs_batching_dimensions);
   for (int64_t d : dd.rhs_contracting_dimensions) rperm.push_back(static_cast<int>(d));
   rperm.insert(rperm.end(), rf.begin(), rf.end());
-  mx::array l = mx::reshape(mx::transpose(in[0], lperm), {b, m, k});
-  mx::array r = mx::reshape(mx::transpose(in[1], rperm), {b, k, n});
+  mx::array l = mx::reshape(permute(in[0], lperm), {b, m, k});
+  mx::array r = mx::reshape(permute(in[1], rperm), {b, k, n});
   ASSIGN_OR_RETURN(mx::array p, batched_product(ctx, op, l, r, lt.dtype, rt.dtype, ot.dtype));
   return Values{mx::reshape(p, out_shape)};
 }

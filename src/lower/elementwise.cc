@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 
 #include "lower/dtypes.h"
 #include "lower/elementwise_internal.h"
@@ -52,14 +53,29 @@ LowerFn rule(unsigned allowed, Body body) {
 
 bool is_unsigned(E t) { return ir::is_unsigned_int(t); }
 
+// The operand of a float max (min) that is not a constant -inf (+inf): max(x, -inf) is x
+// exactly, NaN and signed zeros included (jax's softmax takes max(-inf, max-reduce)).
+std::optional<mx::array> beside_infinity(const Values& in, bool is_max) {
+  for (int i = 0; i < 2; ++i) {
+    std::optional<double> v = splat_float_constant(in[i]);
+    if (v && std::isinf(*v) && (*v < 0) == is_max && in[1 - i].shape() == in[i].shape())
+      return in[1 - i];
+  }
+  return std::nullopt;
+}
+
 mx::array lower_max(const Values& in, E t) {
   if (t == E::kPred) return mx::logical_or(in[0], in[1]);
-  return ir::is_float(t) ? ew::float_max(in[0], in[1]) : mx::maximum(in[0], in[1]);
+  if (!ir::is_float(t)) return mx::maximum(in[0], in[1]);
+  if (std::optional<mx::array> x = beside_infinity(in, /*is_max=*/true)) return *x;
+  return ew::float_max(in[0], in[1]);
 }
 
 mx::array lower_min(const Values& in, E t) {
   if (t == E::kPred) return mx::logical_and(in[0], in[1]);
-  return ir::is_float(t) ? ew::float_min(in[0], in[1]) : mx::minimum(in[0], in[1]);
+  if (!ir::is_float(t)) return mx::minimum(in[0], in[1]);
+  if (std::optional<mx::array> x = beside_infinity(in, /*is_max=*/false)) return *x;
+  return ew::float_min(in[0], in[1]);
 }
 
 mx::array lower_sign(const Values& in, E t) {

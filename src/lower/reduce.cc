@@ -7,11 +7,14 @@
 // reduced axis and apply the body to the halves, log2(n) region calls (XLA assumes the body is
 // associative, so any schedule is valid).
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <optional>
 
 #include "lower/shape_util.h"
 #include "lower/window_util.h"
+#include "passes/argminmax.h"
 
 namespace jaxmlx::lower {
 
@@ -39,21 +42,64 @@ std::optional<ir::OpKind> match_binary_body(const ir::Region& region) {
 
 bool is_half_float(mx::Dtype dt) { return dt == mx::float16 || dt == mx::bfloat16; }
 
-// f32 max (or min) over `axes` folded with `init`, with IEEE-754 maximum's signed zeros as XLA
-// has them: +0 > -0. MLX returns whichever zero it met first, so the sign of a zero result is
-// set from whether any +0 (for max; -0 for min) took part. MLX max/min propagate NaN.
+// f32 max (or min) over `axes`, with IEEE-754 maximum's signed zeros as XLA has them: +0 > -0.
+// MLX returns whichever zero it met first (and propagates NaN). A zero result is all its
+// elements' extreme, so every element is <= 0 (max) / >= 0 (min), and their int32 views order
+// the zeros: for max, the int max is 0 exactly when a +0 took part, else negative (sign bit
+// set); for min, the int min has the sign bit exactly when a -0 took part. The zero's bits are
+// that extreme's sign bit.
+mx::array signed_zero_extreme(const mx::array& x, const std::vector<int>& axes, bool is_max) {
+  mx::array r = is_max ? mx::max(x, axes) : mx::min(x, axes);
+  mx::array bits = mx::view(x, mx::int32);
+  bits = is_max ? mx::max(bits, axes) : mx::min(bits, axes);
+  mx::array zero = mx::view(mx::bitwise_and(bits, int_scalar(INT32_MIN, mx::int32)), mx::float32);
+  return mx::where(mx::equal(r, mx::zeros({}, mx::float32)), zero, r);
+}
+
+// f32 max (or min) folded with `init` (not the identity): XLA folds the init in once, with
+// the same signed-zero order.
 mx::array signed_zero_extreme(const mx::array& x, const mx::array& init,
                               const std::vector<int>& axes, bool is_max) {
-  mx::array zero = mx::zeros({}, mx::float32);
-  auto is_zero_of_sign = [&](const mx::array& a) {
-    mx::array neg = mx::less(mx::view(a, mx::int32), mx::zeros({}, mx::int32));
-    return mx::logical_and(mx::equal(a, zero), is_max ? mx::logical_not(neg) : neg);
-  };
-  mx::array r = is_max ? mx::max(x, axes) : mx::min(x, axes);
-  mx::array wanted = mx::logical_or(mx::any(is_zero_of_sign(x), axes), is_zero_of_sign(init));
-  r = is_max ? mx::maximum(r, init) : mx::minimum(r, init);
-  mx::array fixed = is_max ? mx::abs(r) : mx::negative(mx::abs(r));
-  return mx::where(mx::logical_and(mx::equal(r, zero), wanted), fixed, r);
+  mx::array r = signed_zero_extreme(x, axes, is_max);
+  mx::array both_zero = mx::logical_and(mx::equal(r, mx::zeros({}, mx::float32)),
+                                        mx::equal(init, mx::zeros({}, mx::float32)));
+  // For two zeros r + init is +0 unless both are -0 (max's answer); min's is -(-r + -init).
+  mx::array zeros = is_max ? mx::add(r, init) : mx::negative(mx::add(mx::negative(r),
+                                                                       mx::negative(init)));
+  return mx::where(both_zero, zeros, is_max ? mx::maximum(r, init) : mx::minimum(r, init));
+}
+
+// Whether `init` is the identity of the single-op body `k` in dtype `out`, so that folding it
+// in changes nothing: MLX's reductions start from that identity themselves (a float sum from
+// +0, so it never returns -0 and adding +0 is exact; max from -inf; ...).
+bool init_is_identity(ir::OpKind k, const mx::array& init, mx::Dtype out) {
+  if (out == mx::bool_ || out == mx::complex64) return false;
+  if (mx::issubdtype(out, mx::floating)) {
+    std::optional<double> v = splat_float_constant(init);
+    if (!v) return false;
+    switch (k) {
+      case ir::OpKind::kAdd: return *v == 0 && !std::signbit(*v);
+      case ir::OpKind::kMultiply: return *v == 1;
+      case ir::OpKind::kMaximum: return std::isinf(*v) && *v < 0;
+      case ir::OpKind::kMinimum: return std::isinf(*v) && *v > 0;
+      default: return false;
+    }
+  }
+  std::optional<int64_t> v = splat_int_constant(init);
+  if (!v) return false;
+  const int bits = dtype_bits(out);
+  const bool is_unsigned = is_unsigned_dtype(out);
+  switch (k) {
+    case ir::OpKind::kAdd: return *v == 0;
+    case ir::OpKind::kMultiply: return *v == 1;
+    case ir::OpKind::kMaximum:
+      return is_unsigned ? *v == 0 : bits == 64 ? *v == INT64_MIN : *v == -(int64_t{1} << (bits - 1));
+    case ir::OpKind::kMinimum:
+      // splat_int_constant wraps unsigned values into int64: all ones is -1.
+      return is_unsigned ? (bits == 64 ? *v == -1 : *v == (int64_t{1} << bits) - 1)
+                         : bits == 64 ? *v == INT64_MAX : *v == (int64_t{1} << (bits - 1)) - 1;
+    default: return false;
+  }
 }
 
 // MLX reduction for a single-op body over `axes`, combined with `init`; nullopt when MLX has
@@ -64,23 +110,30 @@ std::optional<mx::array> fast_reduce(ir::OpKind k, const mx::array& x, const mx:
   const bool is_cplx = out == mx::complex64;
   // Half floats accumulate in f32 and round once at the end.
   const mx::Dtype acc = is_half_float(out) ? mx::float32 : out;
+  const bool identity = init_is_identity(k, init, out);
   mx::array xa = mx::astype(x, acc), ia = mx::astype(init, acc);
   switch (k) {
     case ir::OpKind::kAdd:
       if (is_bool) return std::nullopt;
       // Integer sums come back widened; the cast wraps them exactly like XLA's.
+      if (identity) return mx::astype(mx::sum(xa, axes), out);
       return mx::astype(mx::add(mx::astype(mx::sum(xa, axes), acc), ia), out);
     case ir::OpKind::kMultiply:
       if (is_bool) return std::nullopt;
+      if (identity) return mx::astype(mx::prod(xa, axes), out);
       return mx::astype(mx::multiply(mx::astype(mx::prod(xa, axes), acc), ia), out);
     case ir::OpKind::kMaximum:
+    case ir::OpKind::kMinimum: {
       if (is_cplx) return std::nullopt;
-      if (acc == mx::float32) return mx::astype(signed_zero_extreme(xa, ia, axes, true), out);
-      return mx::astype(mx::maximum(mx::max(xa, axes), ia), out);  // MLX max propagates NaN
-    case ir::OpKind::kMinimum:
-      if (is_cplx) return std::nullopt;
-      if (acc == mx::float32) return mx::astype(signed_zero_extreme(xa, ia, axes, false), out);
-      return mx::astype(mx::minimum(mx::min(xa, axes), ia), out);
+      const bool is_max = k == ir::OpKind::kMaximum;
+      if (acc == mx::float32) {
+        return mx::astype(identity ? signed_zero_extreme(xa, axes, is_max)
+                                   : signed_zero_extreme(xa, ia, axes, is_max), out);
+      }
+      mx::array r = is_max ? mx::max(xa, axes) : mx::min(xa, axes);  // MLX's propagate NaN
+      if (identity) return mx::astype(r, out);
+      return mx::astype(is_max ? mx::maximum(r, ia) : mx::minimum(r, ia), out);
+    }
     case ir::OpKind::kAnd:
       if (!is_bool) return std::nullopt;
       return mx::logical_and(mx::all(xa, axes), ia);
@@ -180,7 +233,7 @@ StatusOr<Values> lower_reduce(LowerContext& ctx, const ir::Op& op, const Values&
   for (int a : axes) perm.push_back(a);
   flat.push_back(static_cast<int>(count));
   for (int j = 0; j < trail; ++j) perm.push_back(rank + j), flat.push_back(xs[0].shape(rank + j));
-  for (size_t i = 0; i < n; ++i) xs[i] = mx::reshape(mx::transpose(xs[i], perm), flat);
+  for (size_t i = 0; i < n; ++i) xs[i] = mx::reshape(permute(xs[i], perm), flat);
   ASSIGN_OR_RETURN(Values red, tree_reduce(ctx, op.regions[0], xs, axis));
   // Fold the init values in once: body(init, reduced).
   Values args = inits;
@@ -192,8 +245,42 @@ StatusOr<Values> lower_reduce(LowerContext& ctx, const ir::Op& op, const Values&
   return res;
 }
 
+// jax's argmax / argmin reduce, recognized by passes/argminmax.cc: the index of the first NaN if
+// any, else the first index of the extreme (MLX's argmax / argmin pick the first on every
+// backend); the value is the element at that index.
+StatusOr<Values> lower_argminmax(LowerContext& ctx, const ir::Op& op, const Values& in,
+                                 bool is_max) {
+  if (in.size() != 1 || op.results.size() != 2) return ctx.malformed(op, "argmax/argmin shape");
+  const ir::Type& t = operand_type(op, 0);
+  const int axis = static_cast<int>(op.get_i64("dimension", -1));
+  if (axis < 0 || axis >= static_cast<int>(t.rank()) || !is_static(t))
+    return ctx.malformed(op, "bad argmax/argmin dimension");
+  auto index_dt = storage_dtype(result_type(op, 1).dtype);
+  if (!index_dt) return ctx.unsupported(op, "index type " + type_to_string(result_type(op, 1)));
+  const mx::array& x = in[0];
+  // Bools order false < true as uint8 (MLX's bool ordering is not something to rely on).
+  mx::array keys = x.dtype() == mx::bool_ ? mx::astype(x, mx::uint8) : x;
+  mx::array idx = is_max ? mx::argmax(keys, axis) : mx::argmin(keys, axis);
+  if (ir::is_float(t.dtype)) {
+    mx::array nan = mx::isnan(x);
+    idx = mx::where(mx::any(nan, axis), mx::argmax(nan, axis), idx);
+  }
+  mx::array value = mx::squeeze(mx::take_along_axis(x, mx::expand_dims(idx, axis), axis), axis);
+  return Values{value, mx::astype(idx, *index_dt)};
+}
+
 }  // namespace
 
-void register_reduce(Registry& r) { r.add(ir::OpKind::kReduce, lower_reduce); }
+void register_reduce(Registry& r) {
+  r.add(ir::OpKind::kReduce, lower_reduce);
+  r.add_custom_call(passes::kArgmaxTarget, [](LowerContext& ctx, const ir::Op& op,
+                                              const Values& in) {
+    return lower_argminmax(ctx, op, in, /*is_max=*/true);
+  });
+  r.add_custom_call(passes::kArgminTarget, [](LowerContext& ctx, const ir::Op& op,
+                                              const Values& in) {
+    return lower_argminmax(ctx, op, in, /*is_max=*/false);
+  });
+}
 
 }  // namespace jaxmlx::lower

@@ -157,7 +157,7 @@ StatusOr<Values> lower_transpose(LowerContext& ctx, const ir::Op& op, const Valu
   std::vector<int> perm = to_ints(op.get_i64s("permutation"));
   if (static_cast<int64_t>(perm.size()) != t.rank()) return ctx.malformed(op, "bad permutation");
   if (trailing_rank(t)) perm.push_back(static_cast<int>(perm.size()));
-  return Values{mx::transpose(in[0], perm)};
+  return Values{permute(in[0], perm)};
 }
 
 StatusOr<Values> lower_reverse(LowerContext& ctx, const ir::Op& op, const Values& in) {

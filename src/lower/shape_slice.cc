@@ -4,6 +4,9 @@
 // Dynamic starts stay on the device: they are clamped with MLX ops and fed to MLX's
 // array-start slice/slice_update, never read back (PITFALLS 2.11).
 #include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "lower/shape_util.h"
 
@@ -30,27 +33,68 @@ StatusOr<Values> lower_slice(LowerContext& ctx, const ir::Op& op, const Values& 
 }
 
 // spec: dynamic_slice/dynamic_update_slice — each start is clamped into [0, dim - size].
-// Returns the clamped starts as one int32 vector.
-mx::array clamped_starts(const Values& in, size_t first, const ir::Type& t,
-                         const std::vector<int64_t>& sizes) {
-  std::vector<mx::array> starts;
-  starts.reserve(sizes.size());
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    mx::array s = mx::reshape(in[first + d], {});
-    const int64_t limit = std::max<int64_t>(t.dims[d] - sizes[d], 0);
+// Constant starts (hoisted constants are evaluated scalars) are clamped here, on the host; only
+// the others become MLX ops. `fixed` holds every dim's start (0 where it is dynamic), `axes` the
+// dims MLX must read from `dynamic` (int32, one per axis). jax's KV-cache writes have one
+// dynamic start among zeros: one clamp instead of four (each a few MLX primitives per token).
+struct Starts {
+  std::vector<int32_t> fixed;
+  std::vector<int> axes;
+  std::optional<mx::array> dynamic;
+};
+
+mx::array clamp_start_on_device(const mx::array& start, int64_t limit) {
+  mx::array s = mx::reshape(start, {});
+  if (s.dtype() == mx::uint64 || s.dtype() == mx::uint32 || s.dtype() == mx::int64) {
     // uint64 starts above INT64_MAX must clamp high, so cap them before going signed.
     if (s.dtype() == mx::uint64) s = mx::minimum(s, int_scalar(limit, mx::uint64));
     s = mx::astype(s, mx::int64);
     s = mx::clip(s, int_scalar(0, mx::int64), int_scalar(limit, mx::int64));
-    starts.push_back(mx::astype(s, mx::int32));
+    return mx::astype(s, mx::int32);
   }
-  return mx::stack(starts);
+  // Narrower integers fit int32 exactly, and so does limit (a dimension size).
+  s = mx::astype(s, mx::int32);
+  return mx::clip(s, int_scalar(0, mx::int32), int_scalar(limit, mx::int32));
 }
 
-std::vector<int> all_axes(int64_t rank) {
-  std::vector<int> axes(rank);
-  for (int i = 0; i < rank; ++i) axes[i] = i;
-  return axes;
+Starts clamped_starts(const Values& in, size_t first, const ir::Type& t,
+                      const std::vector<int64_t>& sizes) {
+  Starts st;
+  std::vector<bool> known(sizes.size(), false);
+  std::vector<int64_t> limits(sizes.size());
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    limits[d] = std::max<int64_t>(t.dims[d] - sizes[d], 0);
+    const mx::array& s = in[first + d];
+    std::optional<int64_t> c = s.size() == 1 ? splat_int_constant(s) : std::nullopt;
+    if (c && is_unsigned_dtype(s.dtype()) && *c < 0) c = limits[d];  // above INT64_MAX: high
+    known[d] = c.has_value();
+    st.fixed.push_back(c ? static_cast<int32_t>(std::clamp<int64_t>(*c, 0, limits[d])) : 0);
+  }
+  std::vector<mx::array> dyn;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (known[d] && st.fixed[d] == 0) continue;  // MLX starts the axes it is not given at 0
+    dyn.push_back(known[d] ? mx::array(st.fixed[d], mx::int32)
+                           : clamp_start_on_device(in[first + d], limits[d]));
+    st.axes.push_back(static_cast<int>(d));
+  }
+  // Only constant starts: a static slice (no dynamic axis left); else MLX's dynamic slice.
+  if (std::all_of(known.begin(), known.end(), [](bool k) { return k; })) {
+    st.axes.clear();
+    return st;
+  }
+  st.dynamic = dyn.size() == 1 ? mx::reshape(dyn[0], {1}) : mx::stack(dyn);
+  return st;
+}
+
+// The static start/stop of a slice of `extent` at `fixed` (trailing storage dims from 0).
+std::pair<mx::Shape, mx::Shape> static_bounds(const std::vector<int32_t>& fixed,
+                                              const mx::Shape& extent) {
+  mx::Shape start(extent.size(), 0), stop = extent;
+  for (size_t d = 0; d < fixed.size(); ++d) {
+    start[d] = fixed[d];
+    stop[d] = fixed[d] + extent[d];
+  }
+  return {start, stop};
 }
 
 StatusOr<Values> lower_dynamic_slice(LowerContext& ctx, const ir::Op& op, const Values& in) {
@@ -66,8 +110,12 @@ StatusOr<Values> lower_dynamic_slice(LowerContext& ctx, const ir::Op& op, const 
   extend_trailing(t, nullptr, &size, nullptr);
   if (t.num_elements() == 0 || result_type(op).num_elements() == 0)
     return Values{mx::zeros(size, in[0].dtype())};
-  mx::array starts = clamped_starts(in, 1, t, sizes);
-  return Values{mx::slice(in[0], starts, all_axes(t.rank()), size)};
+  Starts st = clamped_starts(in, 1, t, sizes);
+  if (!st.dynamic) {
+    auto [start, stop] = static_bounds(st.fixed, size);
+    return Values{mx::slice(in[0], start, stop)};
+  }
+  return Values{mx::slice(in[0], *st.dynamic, st.axes, size)};
 }
 
 StatusOr<Values> lower_dynamic_update_slice(LowerContext& ctx, const ir::Op& op,
@@ -81,8 +129,12 @@ StatusOr<Values> lower_dynamic_update_slice(LowerContext& ctx, const ir::Op& op,
     if (u.dims[d] > t.dims[d]) return ctx.malformed(op, "update larger than operand");
   if (u.num_elements() == 0 || t.rank() == 0)
     return Values{t.rank() == 0 ? in[1] : in[0]};
-  mx::array starts = clamped_starts(in, 2, t, u.dims);
-  return Values{mx::slice_update(in[0], in[1], starts, all_axes(t.rank()))};
+  Starts st = clamped_starts(in, 2, t, u.dims);
+  if (!st.dynamic) {
+    auto [start, stop] = static_bounds(st.fixed, in[1].shape());
+    return Values{mx::slice_update(in[0], in[1], start, stop)};
+  }
+  return Values{mx::slice_update(in[0], in[1], *st.dynamic, st.axes)};
 }
 
 // A full array of `shape` holding the 0-d `value` (storage form, may carry a trailing dim).

@@ -47,6 +47,14 @@ inline void extend_trailing(const ir::Type& t, mx::Shape* start, mx::Shape* stop
 }
 
 // The i-th result / operand type of an op.
+// mx::transpose, except that the identity permutation is no MLX op at all (MLX would add a
+// Transpose primitive: a few microseconds of dispatch on every run).
+inline mx::array permute(const mx::array& a, const std::vector<int>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != static_cast<int>(i)) return mx::transpose(a, perm);
+  return a;
+}
+
 inline const ir::Type& result_type(const ir::Op& op, size_t i = 0) { return *op.results[i].type; }
 inline const ir::Type& operand_type(const ir::Op& op, size_t i) { return *op.operands[i].type; }
 

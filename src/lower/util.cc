@@ -1,5 +1,6 @@
 #include "lower/util.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "lower/dtypes.h"
@@ -72,9 +73,12 @@ std::optional<int64_t> splat_of(const mx::array& a) {
 
 }  // namespace
 
-std::optional<int64_t> splat_int_constant(const mx::array& in) {
+namespace {
+
+// The data array under a splat-like constant (looking through the broadcasts and reshapes a
+// splat constant usually is), when it is evaluated and small enough to scan; nullopt otherwise.
+std::optional<mx::array> constant_data(const mx::array& in) {
   mx::array a = in;
-  // Look through broadcasts and reshapes of a data array (how a splat constant usually looks).
   for (int depth = 0; depth < 4 && a.has_primitive(); ++depth) {
     if (a.is_tracer()) return std::nullopt;  // a traced program input, not a constant
     std::string name = a.primitive().name();
@@ -84,6 +88,26 @@ std::optional<int64_t> splat_int_constant(const mx::array& in) {
   if (a.has_primitive() || a.is_tracer() || !a.is_available() || a.size() == 0 ||
       a.data_size() == 0 || a.data_size() > (1 << 16))
     return std::nullopt;
+  return a;
+}
+
+template <typename T>
+std::optional<double> float_splat_of(const mx::array& a) {
+  const T* p = a.data<T>();
+  if (p == nullptr) return std::nullopt;
+  for (size_t i = 1; i < a.data_size(); ++i)  // bitwise: -0.0 is not a splat of +0.0
+    if (std::memcmp(&p[i], &p[0], sizeof(T)) != 0) return std::nullopt;
+  const double v = static_cast<double>(static_cast<float>(p[0]));
+  if (std::isnan(v)) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::optional<int64_t> splat_int_constant(const mx::array& in) {
+  std::optional<mx::array> data = constant_data(in);
+  if (!data) return std::nullopt;
+  const mx::array& a = *data;
   using V = mx::Dtype::Val;
   switch (a.dtype().val()) {
     case V::int8: return splat_of<int8_t>(a);
@@ -94,6 +118,18 @@ std::optional<int64_t> splat_int_constant(const mx::array& in) {
     case V::uint16: return splat_of<uint16_t>(a);
     case V::uint32: return splat_of<uint32_t>(a);
     case V::uint64: return splat_of<uint64_t>(a);
+    default: return std::nullopt;
+  }
+}
+
+std::optional<double> splat_float_constant(const mx::array& in) {
+  std::optional<mx::array> data = constant_data(in);
+  if (!data) return std::nullopt;
+  using V = mx::Dtype::Val;
+  switch (data->dtype().val()) {
+    case V::float32: return float_splat_of<float>(*data);
+    case V::float16: return float_splat_of<mx::float16_t>(*data);
+    case V::bfloat16: return float_splat_of<mx::bfloat16_t>(*data);
     default: return std::nullopt;
   }
 }

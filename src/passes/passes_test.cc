@@ -2,8 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <string>
+#include <vector>
+
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/argminmax.h"
 #include "passes/contract_fma.h"
 #include "passes/xla_cpu_version.h"
 
@@ -229,6 +234,119 @@ TEST(ContractFma, F16OnlyWhenAsked) {
     EXPECT_EQ(count_ops(m, OpKind::kCustomCall), f16 ? 1 : 0);
     EXPECT_EQ(count_ops(m, OpKind::kMultiply), f16 ? 0 : 1);
   }
+}
+
+
+// ---- argminmax ------------------------------------------------------------------------------
+
+// What a variant of jax's argmax reduce differs in (each one is another reduction).
+struct ArgVariant {
+  bool is_max = true;
+  uint32_t init_bits = 0xFF800000u;  // -inf
+  int32_t index_init = 0;
+  bool index_is_iota = true;
+  ir::ComparisonDirection tie = ir::ComparisonDirection::kLT;
+};
+
+// main(x: f32[3,5], other: s32[3,5]) = reduce((x, iota dim 1), (init, index_init)) over dim 1,
+// with jax's comparator; returns the indices.
+ir::Module argmax_module(const ArgVariant& v) {
+  ir::Module m;
+  Builder b{m};
+  b.func("main", 2, 1, false);
+  const ir::Type* x_t = m.types().tensor(ir::ElementType::kF32, {3, 5});
+  const ir::Type* i_t = m.types().tensor(ir::ElementType::kS32, {3, 5});
+  const ir::Type* f = m.types().tensor(ir::ElementType::kF32, {});
+  const ir::Type* s = m.types().tensor(ir::ElementType::kS32, {});
+  const ir::Type* p = m.types().tensor(ir::ElementType::kPred, {});
+  b.f->body.blocks[0].args[0].type = x_t;
+  b.f->body.blocks[0].args[1].type = i_t;
+  b.f->arg_types = {x_t, i_t};
+  b.f->result_types = {m.types().tensor(ir::ElementType::kS32, {3})};
+  auto typed = [](ir::Op& o, const ir::Type* t) -> ir::Value {
+    o.results[0].type = t;
+    return o.results[0];
+  };
+  auto constant = [&](uint32_t bits, const ir::Type* t) {
+    std::vector<uint8_t> bytes(4);
+    std::memcpy(bytes.data(), &bits, 4);
+    ir::Op& o = b.op(OpKind::kConstant, {}, 1);
+    o.set_attr("value", ir::DenseElementsAttr{t, m.own_bytes(std::move(bytes)), false});
+    return typed(o, t);
+  };
+  ir::Op& iota_op = b.op(OpKind::kIota, {}, 1);
+  iota_op.set_attr("iota_dimension", ir::IntAttr{1, ir::ElementType::kS64});
+  ir::Value iota = typed(iota_op, i_t);
+  ir::Value init_v = constant(v.init_bits, f);
+  ir::Value init_i = constant(static_cast<uint32_t>(v.index_init), s);
+  ir::Value index = v.index_is_iota ? iota : b.f->args()[1];
+
+  ir::Region body;
+  body.blocks.emplace_back();
+  ir::Block& blk = body.blocks[0];
+  for (const ir::Type* t : {f, s, f, s}) blk.args.push_back(ir::Value{b.f->num_values++, t});
+  std::vector<ir::Op>* outer = b.ops;
+  b.ops = &blk.ops;
+  auto cmp = [&](ir::ComparisonDirection d, ir::Value l, ir::Value r, ir::ComparisonType ct) {
+    ir::Op& o = b.op(OpKind::kCompare, {l, r}, 1);
+    o.set_attr("comparison_direction",
+               ir::EnumAttr{ir::EnumKind::kComparisonDirection, static_cast<int32_t>(d)});
+    o.set_attr("compare_type", ir::EnumAttr{ir::EnumKind::kComparisonType, static_cast<int32_t>(ct)});
+    return typed(o, p);
+  };
+  const ir::Value &a = blk.args[0], &ia = blk.args[1], &c = blk.args[2], &ic = blk.args[3];
+  using D = ir::ComparisonDirection;
+  using T = ir::ComparisonType;
+  ir::Value better = cmp(v.is_max ? D::kGT : D::kLT, a, c, T::kFloat);
+  ir::Value nan = cmp(D::kNE, a, a, T::kFloat);
+  ir::Value pick = typed(b.op(OpKind::kOr, {better, nan}, 1), p);
+  ir::Value eq = cmp(D::kEQ, a, c, T::kFloat);
+  ir::Value lower = cmp(v.tie, ia, ic, T::kSigned);
+  ir::Value tie = typed(b.op(OpKind::kAnd, {eq, lower}, 1), p);
+  ir::Value pick_i = typed(b.op(OpKind::kOr, {pick, tie}, 1), p);
+  ir::Value rv = typed(b.op(OpKind::kSelect, {pick, a, c}, 1), f);
+  ir::Value ri = typed(b.op(OpKind::kSelect, {pick_i, ia, ic}, 1), s);
+  b.op(OpKind::kReturn, {rv, ri}, 0);
+  b.ops = outer;
+
+  ir::Op& red = b.op(OpKind::kReduce, {b.f->args()[0], index, init_v, init_i}, 2);
+  red.results[0].type = m.types().tensor(ir::ElementType::kF32, {3});
+  red.results[1].type = m.types().tensor(ir::ElementType::kS32, {3});
+  red.set_attr("dimensions", ir::I64ArrayAttr{{1}});
+  red.regions.push_back(std::move(body));
+  b.ret({red.results[1]});
+  return m;
+}
+
+// The target of the call that replaced the reduce, or "" when the reduce is still there.
+std::string rewritten_to(const ArgVariant& v) {
+  ir::Module m = argmax_module(v);
+  EXPECT_TRUE(ir::verify(m).ok()) << ir::print_module(m);
+  EXPECT_TRUE(recognize_argminmax(m).ok());
+  EXPECT_TRUE(ir::verify(m).ok()) << ir::print_module(m);
+  std::string target;
+  ir::walk(m.funcs[0].body, [&](const ir::Op& op) {
+    if (op.kind != OpKind::kCustomCall) return;
+    target = std::string(op.get_string("call_target_name"));
+    EXPECT_EQ(op.get_i64("dimension", -1), 1);
+    EXPECT_EQ(op.operands.size(), 1u);
+    EXPECT_EQ(op.results.size(), 2u);
+  });
+  EXPECT_EQ(count_ops(m, OpKind::kReduce), target.empty() ? 1 : 0);
+  return target;
+}
+
+TEST(ArgMinMax, JaxsArgmaxAndArgminBecomeOneCall) {
+  EXPECT_EQ(rewritten_to({}), kArgmaxTarget);
+  EXPECT_EQ(rewritten_to({.is_max = false, .init_bits = 0x7F800000u}), kArgminTarget);
+}
+
+TEST(ArgMinMax, LookalikesStayReduces) {
+  EXPECT_EQ(rewritten_to({.init_bits = 0}), "");                      // init 0.0, not -inf
+  EXPECT_EQ(rewritten_to({.init_bits = 0x7F800000u}), "");             // argmax body, +inf init
+  EXPECT_EQ(rewritten_to({.index_init = 3}), "");                      // index init not 0
+  EXPECT_EQ(rewritten_to({.index_is_iota = false}), "");               // indices not an iota
+  EXPECT_EQ(rewritten_to({.tie = ir::ComparisonDirection::kGT}), "");  // last index on ties
 }
 
 }  // namespace

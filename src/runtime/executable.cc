@@ -32,6 +32,7 @@
 #include "mlx/mlx.h"
 #include "mlx/primitives.h"
 #include "mlx/scheduler.h"
+#include "passes/argminmax.h"
 #include "passes/contract_fma.h"
 #include "passes/fold_tuples.h"
 #include "passes/passes.h"
@@ -111,6 +112,13 @@ bool compile_enabled(const DeviceWorker& worker) {
   return worker.info().is_metal;
 }
 
+// Custom calls made by our own passes that are plain MLX graphs (no host reads): a region with
+// them can still be compiled.
+bool traceable_custom_call(const ir::Op& op) {
+  std::string_view target = op.get_string("call_target_name");
+  return target == passes::kArgmaxTarget || target == passes::kArgminTarget;
+}
+
 using CompiledFn = std::function<std::vector<mx::array>(const std::vector<mx::array>&)>;
 
 // Replays while conditions and bodies (without nested control flow) as compiled graphs. Inputs
@@ -153,7 +161,7 @@ void RegionCache::analyze(Entry& e, const ir::Region& region) {
         for (const ir::Value& a : b.args) defined.insert(a.id);
     host |= op.kind == ir::OpKind::kWhile || op.kind == ir::OpKind::kCase ||
             op.kind == ir::OpKind::kIf || op.kind == ir::OpKind::kFuncCall ||
-            op.kind == ir::OpKind::kCustomCall;
+            (op.kind == ir::OpKind::kCustomCall && !traceable_custom_call(op));
     if (auto it = info_.constant_index.find(&op); it != info_.constant_index.end())
       e.const_idx.push_back(it->second);
   });
@@ -311,6 +319,7 @@ Status ExecutableImpl::init() {
   RETURN_IF_ERROR(passes::fold_tuples(module_));
   RETURN_IF_ERROR(passes::contract_fma(module_, passes::fma_contraction_mode(),
                                        passes::xla_cpu_contracts_f16()));
+  RETURN_IF_ERROR(passes::recognize_argminmax(module_));
   ir::Func* entry = module_.find_func("main");
   if (entry == nullptr) return invalid_argument("the module has no @main function");
   entry_ = entry;

@@ -281,6 +281,79 @@ def test_signed_zero_max_min(dt, row):
                    lax.reduce(a, dt(0.0), lax.min, (0,))), x, exact=True)
 
 
+@pytest.mark.parametrize("dt", FLOATS, ids=ids(FLOATS))
+def test_signed_zero_rows_at_once(dt):
+  # Each row of one array has its own zero answer (the fix-up is per result element), next to
+  # inits that are the identity (+-inf: nothing folded in) and that are not (+-0).
+  width = max(len(r) for r in ZERO_ROWS)
+  x = np.array([r + [r[0]] * (width - len(r)) for r in ZERO_ROWS], dt)
+  check(lambda a: (jnp.max(a, 1), jnp.min(a, 1), jnp.max(a, 0), jnp.min(a, 0),
+                   lax.reduce(a, dt(np.inf), lax.min, (1,)), lax.reduce(a, dt(-np.inf), lax.max, (1,)),
+                   lax.reduce(a, dt(0.0), lax.max, (1,)), lax.reduce(a, dt(-0.0), lax.min, (1,))),
+        x, exact=True)
+
+
+@pytest.mark.parametrize("init", [0.0, -0.0])
+def test_sum_of_negative_zeros(init):
+  # XLA adds into its init: +0 + -0 = +0, while -0 + -0 = -0. MLX's sum starts from +0 itself,
+  # so a +0 init is folded in by not adding it at all.
+  x = np.full((3, 4), -0.0, np.float32)
+  check(lambda a: (lax.reduce(a, np.float32(init), lax.add, (1,)), jnp.sum(a, 0)), x, exact=True)
+
+
+def jax_argmax_body(a, b):
+  """The comparator jnp.argmax reduces with (jax/_src/lax/lax.py, _compute_argminmax)."""
+  av, ai = a
+  bv, bi = b
+  pick_a = (av > bv) | (av != av)
+  pick_ai = pick_a | ((av == bv) & (ai < bi))
+  return lax.select(pick_a, av, bv), lax.select(pick_ai, ai, bi)
+
+
+def test_argmax_reduce_value_result():
+  # The values jnp.argmax throws away: the element at the index (a NaN where NaN wins).
+  x = rand(np.float32, (5, 9), 42, -2, 2).round()
+  x[1, 3] = np.nan
+  x[2, :] = -np.inf
+  idx = lax.broadcasted_iota(np.int32, x.shape, 1)
+  check(lambda v: lax.reduce((v, idx), (np.float32(-np.inf), np.int32(0)), jax_argmax_body, (1,)),
+        x, exact=True)
+
+
+def test_argmax_lookalikes_keep_their_own_meaning():
+  # Bodies, inits and indices one step away from jnp.argmax's are other reductions: the plugin
+  # must not take them for an argmax (passes/argminmax.cc); each must match jax's CPU backend.
+  x = rand(np.int32, (4, 9), 43, -2, 2)  # many ties
+  iota = lax.broadcasted_iota(np.int32, x.shape, 1)
+  lo = np.int32(np.iinfo(np.int32).min)
+
+  def last_on_ties(a, b):  # LE instead of LT on the indices: the last index of the max
+    av, ai = a
+    bv, bi = b
+    pick_a = av > bv
+    pick_ai = pick_a | ((av == bv) & (ai > bi))
+    return lax.select(pick_a, av, bv), lax.select(pick_ai, ai, bi)
+
+  check(lambda v: (lax.reduce((v, iota), (lo, np.int32(0)), last_on_ties, (1,)),
+                   lax.reduce((v, iota), (np.int32(1), np.int32(0)), jax_argmax_body, (1,)),
+                   lax.reduce((v, iota), (lo, np.int32(5)), jax_argmax_body, (1,)),
+                   lax.reduce((v, 8 - iota), (lo, np.int32(0)), jax_argmax_body, (1,)),
+                   lax.reduce((v, iota), (lo, np.int32(0)), jax_argmax_body, (1,))),
+        x, exact=True)
+
+
+def test_argmax_in_a_compiled_loop(monkeypatch):
+  # With graph compilation on, a loop body holding the argmax call is still compiled.
+  monkeypatch.setenv("JAXMLX_COMPILE", "1")
+  x = rand(np.float32, (6, 16), 44)
+
+  def f(a):
+    return lax.fori_loop(0, 5, lambda i, c: c.at[i].set(jnp.argmax(a[i] * (i + 1) - c[i])),
+                         jnp.zeros(6, jnp.int32))
+
+  check(f, x, exact=True)
+
+
 # ---- reductions in context (other families around them) --------------------------------------
 
 
