@@ -65,7 +65,10 @@ Starts clamped_starts(const Values& in, size_t first, const ir::Type& t,
   for (size_t d = 0; d < sizes.size(); ++d) {
     limits[d] = std::max<int64_t>(t.dims[d] - sizes[d], 0);
     const mx::array& s = in[first + d];
-    std::optional<int64_t> c = s.size() == 1 ? splat_int_constant(s) : std::nullopt;
+    // A slice as long as its dim can only start at 0, whatever the start says.
+    std::optional<int64_t> c = limits[d] == 0 ? std::optional<int64_t>(0)
+                               : s.size() == 1 ? splat_int_constant(s)
+                                               : std::nullopt;
     if (c && is_unsigned_dtype(s.dtype()) && *c < 0) c = limits[d];  // above INT64_MAX: high
     known[d] = c.has_value();
     st.fixed.push_back(c ? static_cast<int32_t>(std::clamp<int64_t>(*c, 0, limits[d])) : 0);
