@@ -73,17 +73,14 @@ Starts clamped_starts(const Values& in, size_t first, const ir::Type& t,
     known[d] = c.has_value();
     st.fixed.push_back(c ? static_cast<int32_t>(std::clamp<int64_t>(*c, 0, limits[d])) : 0);
   }
+  // Only constant starts: a static slice (no dynamic axis); else MLX's dynamic slice.
+  if (std::all_of(known.begin(), known.end(), [](bool k) { return k; })) return st;
   std::vector<mx::array> dyn;
   for (size_t d = 0; d < sizes.size(); ++d) {
     if (known[d] && st.fixed[d] == 0) continue;  // MLX starts the axes it is not given at 0
     dyn.push_back(known[d] ? mx::array(st.fixed[d], mx::int32)
                            : clamp_start_on_device(in[first + d], limits[d]));
     st.axes.push_back(static_cast<int>(d));
-  }
-  // Only constant starts: a static slice (no dynamic axis left); else MLX's dynamic slice.
-  if (std::all_of(known.begin(), known.end(), [](bool k) { return k; })) {
-    st.axes.clear();
-    return st;
   }
   st.dynamic = dyn.size() == 1 ? mx::reshape(dyn[0], {1}) : mx::stack(dyn);
   return st;

@@ -46,7 +46,6 @@ inline void extend_trailing(const ir::Type& t, mx::Shape* start, mx::Shape* stop
   }
 }
 
-// The i-th result / operand type of an op.
 // mx::transpose, except that the identity permutation is no MLX op at all (MLX would add a
 // Transpose primitive: a few microseconds of dispatch on every run).
 inline mx::array permute(const mx::array& a, const std::vector<int>& perm) {
@@ -55,6 +54,7 @@ inline mx::array permute(const mx::array& a, const std::vector<int>& perm) {
   return a;
 }
 
+// The i-th result / operand type of an op.
 inline const ir::Type& result_type(const ir::Op& op, size_t i = 0) { return *op.results[i].type; }
 inline const ir::Type& operand_type(const ir::Op& op, size_t i) { return *op.operands[i].type; }
 

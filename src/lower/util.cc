@@ -71,10 +71,6 @@ std::optional<int64_t> splat_of(const mx::array& a) {
   return static_cast<int64_t>(p[0]);
 }
 
-}  // namespace
-
-namespace {
-
 // The data array under a splat-like constant (looking through the broadcasts and reshapes a
 // splat constant usually is), when it is evaluated and small enough to scan; nullopt otherwise.
 std::optional<mx::array> constant_data(const mx::array& in) {

@@ -28,24 +28,13 @@ bool supported(ElementType t) {
   }
 }
 
-int bits_of(ElementType t) {
-  switch (t) {
-    case ElementType::kS8: case ElementType::kU8: return 8;
-    case ElementType::kS16: case ElementType::kU16: case ElementType::kF16:
-    case ElementType::kBF16: return 16;
-    case ElementType::kS32: case ElementType::kU32: case ElementType::kF32: return 32;
-    case ElementType::kS64: case ElementType::kU64: return 64;
-    default: return 0;
-  }
-}
-
 // The one element of a stablehlo.constant defining `v`, as its raw little-endian bits.
 std::optional<uint64_t> scalar_constant_bits(const Defs& defs, const ir::Value& v) {
   auto it = defs.find(v.id);
   if (it == defs.end() || it->second->kind != ir::OpKind::kConstant) return std::nullopt;
   const auto* d = it->second->attr<ir::DenseElementsAttr>("value");
   if (d == nullptr || d->type == nullptr || d->num_elements() != 1) return std::nullopt;
-  const size_t n = d->type->dtype == ElementType::kPred ? 1 : bits_of(d->type->dtype) / 8;
+  const size_t n = static_cast<size_t>(ir::element_storage_bytes(d->type->dtype));
   if (n == 0 || d->data.size() < n) return std::nullopt;
   uint64_t bits = 0;
   std::memcpy(&bits, d->data.data(), n);  // little-endian hosts (as everywhere we build)
@@ -61,7 +50,7 @@ std::optional<uint64_t> identity_bits(ElementType t, bool is_max) {
     case ElementType::kBF16: return is_max ? 0xFF80u : 0x7F80u;
     default: break;
   }
-  const int bits = bits_of(t);
+  const int bits = ir::element_bit_width(t);
   if (bits == 0) return std::nullopt;
   const uint64_t mask = bits == 64 ? ~0ull : (1ull << bits) - 1;
   if (ir::is_unsigned_int(t)) return is_max ? 0 : mask;
@@ -85,7 +74,7 @@ class BodyMatcher {
     return it->second;
   }
 
-  // compare `dir` of (a, b); with `swappable`, (b, a) is accepted too (EQ, NE).
+  // compare `dir` of (a, b); for EQ and NE (b, a) is accepted too.
   bool compare(const ir::Value& v, Dir dir, const ir::Value& a, const ir::Value& b,
                bool is_float) const {
     const ir::Op* op = def(v, ir::OpKind::kCompare, 2);
@@ -96,7 +85,7 @@ class BodyMatcher {
     if (is_float && type != static_cast<int>(ir::ComparisonType::kFloat) &&
         type != static_cast<int>(ir::ComparisonType::kNoType))
       return false;
-    if (is_float == false && type == static_cast<int>(ir::ComparisonType::kTotalOrder))
+    if (!is_float && type == static_cast<int>(ir::ComparisonType::kTotalOrder))
       return false;
     const bool direct = op->operands[0] == a && op->operands[1] == b;
     const bool swapped = op->operands[0] == b && op->operands[1] == a;
@@ -164,10 +153,10 @@ std::optional<ir::Op> match(const ir::Op& op, const Defs& defs) {
   const ElementType t = x.type->dtype;
   const ElementType it = index.type->dtype;
   if (!supported(t) || d < 0 || d >= x.type->rank() || x.type->num_elements() <= 0) return std::nullopt;
-  if (!(ir::is_signed_int(it) || ir::is_unsigned_int(it)) || bits_of(it) == 0) return std::nullopt;
+  if (!(ir::is_signed_int(it) || ir::is_unsigned_int(it)) || ir::element_bit_width(it) < 8) return std::nullopt;
   // Every index must be representable: the body's tie-break compares them as integers.
   const int64_t n = x.type->dims[static_cast<size_t>(d)];
-  const int value_bits = ir::is_signed_int(it) ? bits_of(it) - 1 : bits_of(it);
+  const int value_bits = ir::is_signed_int(it) ? ir::element_bit_width(it) - 1 : ir::element_bit_width(it);
   if (value_bits < 63 && n - 1 > (int64_t{1} << value_bits) - 1) return std::nullopt;
   // The indices: an iota along d of the operand's shape.
   auto iota = defs.find(index.id);
