@@ -103,5 +103,6 @@ void register_host_callback(Registry& r);  // host_callback.cc: jaxmlx.host_call
 void register_collective(Registry& r);     // collective.cc: all_reduce, all_gather, ... (1 device)
 void register_fft(Registry& r);          // fft.cc: fft (FFT, IFFT, RFFT, IRFFT)
 void register_dce_sink(Registry& r);     // dce_sink.cc: jax's dce_sink custom call
+void register_softmax(Registry& r);      // softmax.cc: jaxmlx.softmax (passes/softmax)
 
 }  // namespace jaxmlx::lower

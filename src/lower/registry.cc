@@ -41,6 +41,7 @@ const Registry& Registry::global() {
     register_collective(*r);
     register_fft(*r);
     register_dce_sink(*r);
+    register_softmax(*r);
     return r;
   }();
   return *registry;

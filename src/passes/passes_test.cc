@@ -10,6 +10,8 @@
 #include "ir/verifier.h"
 #include "passes/argminmax.h"
 #include "passes/contract_fma.h"
+#include "passes/dce.h"
+#include "passes/softmax.h"
 #include "passes/xla_cpu_version.h"
 
 namespace jaxmlx::passes {
@@ -347,6 +349,169 @@ TEST(ArgMinMax, LookalikesStayReduces) {
   EXPECT_EQ(rewritten_to({.index_init = 3}), "");                      // index init not 0
   EXPECT_EQ(rewritten_to({.index_is_iota = false}), "");               // indices not an iota
   EXPECT_EQ(rewritten_to({.tie = ir::ComparisonDirection::kGT}), "");  // last index on ties
+}
+
+// ---- softmax ---------------------------------------------------------------------------------
+
+// What a variant of jax.nn.softmax's chain differs in (each one but the first two is another
+// computation, or needs a value the call would not give).
+struct SoftmaxVariant {
+  std::vector<int64_t> shape = {2, 4, 8};
+  int64_t dim = 2;                   // the reduced dim
+  uint32_t max_init = 0xFF800000u;   // -inf
+  uint32_t sum_init = 0;             // +0
+  bool initial_max = true;           // jnp.max's maximum(broadcast(-inf), r)
+  bool reshape_keepdims = false;     // keepdims by reshape (else broadcast_in_dim)
+  bool exp_also_returned = false;    // the exponentials are a result too
+  bool transposed_back = false;      // the sum goes back along the wrong dim (square x only)
+  ir::ElementType type = ir::ElementType::kF32;
+};
+
+// main(x) = jax.nn.softmax(x, axis=dim) as jax 0.10 emits it, with the variant's changes.
+ir::Module softmax_module(const SoftmaxVariant& v) {
+  ir::Module m;
+  Builder b{m};
+  b.func("main", 1, v.exp_also_returned ? 2 : 1, false);
+  const ir::Type* x_t = m.types().tensor(v.type, v.shape);
+  std::vector<int64_t> kept_shape, kept_dims, keep_shape = v.shape;
+  for (int64_t d = 0; d < static_cast<int64_t>(v.shape.size()); ++d)
+    if (d != v.dim) kept_shape.push_back(v.shape[d]), kept_dims.push_back(d);
+  keep_shape[v.dim] = 1;
+  const ir::Type* r_t = m.types().tensor(v.type, kept_shape);
+  const ir::Type* k_t = m.types().tensor(v.type, keep_shape);
+  const ir::Type* scalar = m.types().tensor(v.type, {});
+  b.f->body.blocks[0].args[0].type = x_t;
+  b.f->arg_types = {x_t};
+  b.f->result_types = std::vector<const ir::Type*>(v.exp_also_returned ? 2 : 1, x_t);
+  ir::Value x = b.f->args()[0];
+  auto typed = [](ir::Op& o, const ir::Type* t) -> ir::Value {
+    o.results[0].type = t;
+    return o.results[0];
+  };
+  auto constant = [&](uint32_t bits) {
+    std::vector<uint8_t> bytes(4);
+    std::memcpy(bytes.data(), &bits, 4);
+    ir::Op& o = b.op(OpKind::kConstant, {}, 1);
+    o.set_attr("value", ir::DenseElementsAttr{scalar, m.own_bytes(std::move(bytes)), false});
+    return typed(o, scalar);
+  };
+  auto reduce = [&](ir::Value in, uint32_t init, OpKind body_kind) {
+    ir::Value c = constant(init);
+    ir::Region body;
+    body.blocks.emplace_back();
+    ir::Block& blk = body.blocks[0];
+    for (int i = 0; i < 2; ++i) blk.args.push_back(ir::Value{b.f->num_values++, scalar});
+    std::vector<ir::Op>* outer = b.ops;
+    b.ops = &blk.ops;
+    ir::Value r = typed(b.op(body_kind, {blk.args[0], blk.args[1]}, 1), scalar);
+    b.op(OpKind::kReturn, {r}, 0);
+    b.ops = outer;
+    ir::Op& red = b.op(OpKind::kReduce, {in, c}, 1);
+    red.set_attr("dimensions", ir::I64ArrayAttr{{v.dim}});
+    red.regions.push_back(std::move(body));
+    return typed(red, r_t);
+  };
+  auto bcast = [&](ir::Value in, std::vector<int64_t> dims, const ir::Type* t) {
+    ir::Op& o = b.op(OpKind::kBroadcastInDim, {in}, 1);
+    o.set_attr("broadcast_dimensions", ir::I64ArrayAttr{std::move(dims)});
+    return typed(o, t);
+  };
+  std::vector<int64_t> all(v.shape.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  auto back = [&](ir::Value r, bool wrong) {
+    ir::Value k = v.reshape_keepdims ? typed(b.op(OpKind::kReshape, {r}, 1), k_t)
+                                     : bcast(r, kept_dims, k_t);
+    if (!wrong) return bcast(k, all, x_t);
+    // x is square: take the kept dim back along the reduced one instead.
+    return bcast(r, {v.dim}, x_t);
+  };
+  ir::Value mx = reduce(x, v.max_init, OpKind::kMaximum);
+  if (v.initial_max) {
+    ir::Value inf = bcast(constant(0xFF800000u), {}, r_t);
+    mx = typed(b.op(OpKind::kMaximum, {inf, mx}, 1), r_t);
+  }
+  ir::Value sub = typed(b.op(OpKind::kSubtract, {x, back(mx, false)}, 1), x_t);
+  ir::Value e = typed(b.op(OpKind::kExponential, {sub}, 1), x_t);
+  ir::Value sum = reduce(e, v.sum_init, OpKind::kAdd);
+  ir::Value y = typed(b.op(OpKind::kDivide, {e, back(sum, v.transposed_back)}, 1), x_t);
+  if (v.exp_also_returned) b.ret({y, e});
+  else b.ret({y});
+  return m;
+}
+
+// The dims of the softmax call that replaced the chain (checking that the dead chain is gone),
+// or empty when the chain is still there.
+std::vector<int64_t> softmax_dims(const SoftmaxVariant& v) {
+  ir::Module m = softmax_module(v);
+  EXPECT_TRUE(ir::verify(m).ok()) << ir::verify(m).to_string() << ir::print_module(m);
+  EXPECT_TRUE(recognize_softmax(m).ok());
+  EXPECT_TRUE(drop_dead_ops(m).ok());
+  EXPECT_TRUE(ir::verify(m).ok()) << ir::print_module(m);
+  std::vector<int64_t> dims;
+  ir::walk(m.funcs[0].body, [&](const ir::Op& op) {
+    if (op.kind != OpKind::kCustomCall) return;
+    EXPECT_EQ(op.get_string("call_target_name"), kSoftmaxTarget);
+    EXPECT_EQ(op.operands.size(), 1u);
+    EXPECT_EQ(op.operands[0].id, m.funcs[0].args()[0].id);
+    dims = op.get_i64s("dimensions");
+  });
+  if (!dims.empty()) EXPECT_EQ(m.funcs[0].entry().ops.size(), 2u) << ir::print_module(m);
+  else EXPECT_EQ(count_ops(m, OpKind::kReduce), 2);
+  return dims;
+}
+
+TEST(Softmax, JaxsChainBecomesOneCall) {
+  EXPECT_EQ(softmax_dims({}), std::vector<int64_t>{2});
+  EXPECT_EQ(softmax_dims({.dim = 0}), std::vector<int64_t>{0});
+  EXPECT_EQ(softmax_dims({.initial_max = false, .reshape_keepdims = true}),
+            std::vector<int64_t>{2});
+  // Size-1 dims may land anywhere: [1, 4, 8] over dim 2.
+  EXPECT_EQ(softmax_dims({.shape = {1, 4, 8}}), std::vector<int64_t>{2});
+}
+
+TEST(Softmax, LookalikesStayAsTheyAre) {
+  EXPECT_TRUE(softmax_dims({.max_init = 0}).empty());                // max from 0, not -inf
+  EXPECT_TRUE(softmax_dims({.sum_init = 0x3F800000u}).empty());      // sum from 1
+  EXPECT_TRUE(softmax_dims({.exp_also_returned = true}).empty());    // exp needed elsewhere
+  EXPECT_TRUE(softmax_dims({.type = ir::ElementType::kF16}).empty());  // f32 only
+  EXPECT_TRUE(
+      softmax_dims({.shape = {4, 4}, .dim = 1, .transposed_back = true}).empty());
+}
+
+// ---- dce --------------------------------------------------------------------------------------
+
+TEST(Dce, DeadChainsGoSideEffectsAndRegionReadsStay) {
+  ir::Module m;
+  Builder b{m};
+  b.func("main", 1, 1, false);
+  ir::Value x = b.f->args()[0];
+  ir::Value dead1 = b.op(OpKind::kNegate, {x}, 1).results[0];
+  b.op(OpKind::kAdd, {dead1, dead1}, 1);                     // dead chain: add(negate)
+  b.op(OpKind::kCustomCall, {x}, 1).set_attr("call_target_name", ir::StringAttr{"effect"});
+  ir::Value read_in_region = b.op(OpKind::kAbs, {x}, 1).results[0];
+  ir::Op& holder = b.op(OpKind::kGeneric, {x}, 1);
+  holder.generic_name = "test.holder";
+  ir::Value held = holder.results[0];
+  ir::Region region;
+  region.blocks.emplace_back();
+  std::vector<ir::Op>* saved = b.ops;
+  b.ops = &region.blocks[0].ops;
+  b.op(OpKind::kSqrt, {x}, 1);                                // dead inside the region
+  b.op(OpKind::kReturn, {b.op(OpKind::kExponential, {read_in_region}, 1).results[0]}, 0);
+  b.ops = saved;
+  // The region sits on the last op before the return.
+  b.ops->back().regions.push_back(std::move(region));
+  b.ret({held});
+  ASSERT_TRUE(ir::verify(m).ok()) << ir::print_module(m);
+  ASSERT_TRUE(drop_dead_ops(m).ok());
+  ASSERT_TRUE(ir::verify(m).ok()) << ir::print_module(m);
+  EXPECT_EQ(count_ops(m, OpKind::kNegate), 0);
+  EXPECT_EQ(count_ops(m, OpKind::kAdd), 0);
+  EXPECT_EQ(count_ops(m, OpKind::kSqrt), 0);
+  EXPECT_EQ(count_ops(m, OpKind::kCustomCall), 1);   // unused, but may have effects
+  EXPECT_EQ(count_ops(m, OpKind::kAbs), 1);          // read inside the region
+  EXPECT_EQ(count_ops(m, OpKind::kExponential), 1);  // returned by the region
+  EXPECT_EQ(count_ops(m, OpKind::kGeneric), 1);
 }
 
 }  // namespace

@@ -33,6 +33,8 @@
 #include "mlx/primitives.h"
 #include "mlx/scheduler.h"
 #include "passes/argminmax.h"
+#include "passes/dce.h"
+#include "passes/softmax.h"
 #include "passes/contract_fma.h"
 #include "passes/fold_tuples.h"
 #include "passes/passes.h"
@@ -116,7 +118,8 @@ bool compile_enabled(const DeviceWorker& worker) {
 // them can still be compiled.
 bool traceable_custom_call(const ir::Op& op) {
   std::string_view target = op.get_string("call_target_name");
-  return target == passes::kArgmaxTarget || target == passes::kArgminTarget;
+  return target == passes::kArgmaxTarget || target == passes::kArgminTarget ||
+         target == passes::kSoftmaxTarget;
 }
 
 using CompiledFn = std::function<std::vector<mx::array>(const std::vector<mx::array>&)>;
@@ -320,6 +323,8 @@ Status ExecutableImpl::init() {
   RETURN_IF_ERROR(passes::contract_fma(module_, passes::fma_contraction_mode(),
                                        passes::xla_cpu_contracts_f16()));
   RETURN_IF_ERROR(passes::recognize_argminmax(module_));
+  RETURN_IF_ERROR(passes::recognize_softmax(module_));
+  RETURN_IF_ERROR(passes::drop_dead_ops(module_));
   ir::Func* entry = module_.find_func("main");
   if (entry == nullptr) return invalid_argument("the module has no @main function");
   entry_ = entry;

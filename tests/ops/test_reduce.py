@@ -354,6 +354,87 @@ def test_argmax_in_a_compiled_loop(monkeypatch):
   check(f, x, exact=True)
 
 
+# ---- softmax (passes/softmax.cc: jax.nn.softmax's f32 chain becomes MLX's softmax) ----------
+
+
+def softmax_rows():
+  """f32 [3, 5, 7] with the rows a softmax must get right: a NaN, all -inf (masked out), a +inf,
+  +0s, -0s, huge and tiny values."""
+  x = edge_rand(np.float32, (3, 5, 7), 50, scale=6.0)
+  x[0, 1, 2] = np.nan
+  x[1, 2, :] = -np.inf
+  x[2, 0, 3] = np.inf
+  x[2, 1, :] = 0.0
+  x[2, 2, :] = -0.0
+  x[2, 3, :] = [1e30, -1e30, 3e38, 0.0, -3e38, 1e-30, 88.0]
+  x[2, 4, :] = [-np.inf, 0.0, -np.inf, 1.0, -np.inf, -0.0, 2.0]  # a masked attention row
+  return x
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1, (0, 2), (1, 2), (0, 1, 2)], ids=str)
+def test_softmax_every_axis(axis):
+  check(lambda a: jax.nn.softmax(a, axis=axis), softmax_rows())
+
+
+def test_softmax_in_attention():
+  # Scores masked with -inf (jnp.where), softmax, then the weighted sum: a decoder step.
+  q = rand(np.float32, (2, 4, 1, 8), 51)
+  k = rand(np.float32, (2, 4, 6, 8), 52)
+  v = rand(np.float32, (2, 4, 6, 8), 53)
+  valid = np.arange(6) < 4
+
+  def attend(q, k, v):
+    s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / np.sqrt(8).astype(np.float32)
+    s = jnp.where(valid, s, -jnp.inf)
+    return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1), v)
+
+  check(attend, q, k, v, rtol=1e-5)
+
+
+def test_softmax_lookalikes_keep_their_own_meaning():
+  # One step away from jax.nn.softmax's chain: each stays what it is (the exponentials also
+  # returned, a max from 0, a sum from 1, the sum taken over another axis, a half-float softmax).
+  x = softmax_rows()
+  x[np.isnan(x)] = 1.0
+
+  def exp_too(a):
+    e = jnp.exp(a - jnp.max(a, axis=-1, keepdims=True))
+    return e / jnp.sum(e, axis=-1, keepdims=True), e
+
+  def from_init(a, m0, s0):
+    m = lax.reduce(a, np.float32(m0), lax.max, (2,))[..., None]
+    e = jnp.exp(a - m)
+    return e / (lax.reduce(e, np.float32(s0), lax.add, (2,))[..., None])
+
+  def other_axis(a):
+    e = jnp.exp(a - jnp.max(a, axis=-1, keepdims=True))
+    return e / jnp.sum(e, axis=1, keepdims=True)
+
+  check(lambda a: (exp_too(a), from_init(a, 0.0, 0.0), from_init(a, -np.inf, 1.0),
+                   other_axis(a)), x)
+  check(lambda a: jax.nn.softmax(a.astype(jnp.bfloat16), axis=-1), x)
+  check(lambda a: jax.nn.softmax(a.astype(jnp.float16), axis=1), np.clip(x, -60000, 60000))
+
+
+def test_softmax_and_its_gradient():
+  # Training: the backward pass reads the softmax's intermediates, so the chain stays.
+  x = edge_rand(np.float32, (4, 9), 54, scale=3.0)
+  w = rand(np.float32, (4, 9), 55)
+  check(jax.value_and_grad(lambda a: (jax.nn.softmax(a) * w).sum()), x)
+
+
+def test_softmax_in_a_compiled_loop(monkeypatch):
+  # With graph compilation on, a loop body holding the softmax call is still compiled.
+  monkeypatch.setenv("JAXMLX_COMPILE", "1")
+  x = edge_rand(np.float32, (6, 16), 56, scale=4.0)
+
+  def f(a):
+    return lax.fori_loop(0, 5, lambda i, c: c.at[i].set(jax.nn.softmax(a[i] * (i + 1) - c[i])),
+                         jnp.zeros((6, 16), jnp.float32))
+
+  check(f, x)
+
+
 # ---- reductions in context (other families around them) --------------------------------------
 
 
