@@ -1,6 +1,7 @@
 // Lowering rules: dot family (see lowering.h for the rule contract): dot_general and dot.
 //
-// Any dimension numbers become one batched matmul: lhs -> [B, M, K], rhs -> [B, K, N].
+// Any dimension numbers become one batched matmul: lhs -> [B, M, K], rhs -> [B, K, N] (float
+// products without batch dims: [M, K] x [K, N]).
 // Float results compute in f32 (or complex64) and round once, so bf16/f16 inputs with an f32
 // result (preferred_element_type) are exact in f32 (PITFALLS 2.7). Integer results are exact:
 // MLX matmul is float-only, so 8-bit operands use f32 matmuls over K chunks small enough that
@@ -138,8 +139,14 @@ StatusOr<Values> dot_general(LowerContext& ctx, const ir::Op& op, const Values& 
   rperm = to_ints(dd.rhs_batching_dimensions);
   for (int64_t d : dd.rhs_contracting_dimensions) rperm.push_back(static_cast<int>(d));
   rperm.insert(rperm.end(), rf.begin(), rf.end());
-  mx::array l = mx::reshape(permute(in[0], lperm), {b, m, k});
-  mx::array r = mx::reshape(permute(in[1], rperm), {b, k, n});
+  // Without batch dims a float product is one 2-D matmul: a weight matrix [K, N] goes in as it
+  // is (a reshape to [1, K, N] would be one more MLX node per call).
+  const bool plain = dd.lhs_batching_dimensions.empty() &&
+                     (ir::is_float(ot.dtype) || ir::is_complex(ot.dtype));
+  mx::array l = plain ? mx::reshape(permute(in[0], lperm), {m, k})
+                      : mx::reshape(permute(in[0], lperm), {b, m, k});
+  mx::array r = plain ? mx::reshape(permute(in[1], rperm), {k, n})
+                      : mx::reshape(permute(in[1], rperm), {b, k, n});
   ASSIGN_OR_RETURN(mx::array p, batched_product(ctx, op, l, r, lt.dtype, rt.dtype, ot.dtype));
   return Values{mx::reshape(p, out_shape)};
 }
