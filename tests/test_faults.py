@@ -61,10 +61,10 @@ def sine_and_square(x):
   return jnp.sin(x) * 2.0, x * x
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("mode", ["0", "replay", "1"], ids=["eager", "replay", "fused"])
 def test_run_error_after_execute_returned_marks_that_calls_outputs(mlx_device, cpu_device,
-                                                                    monkeypatch, compiled):
-  monkeypatch.setenv("JAXMLX_COMPILE", "1" if compiled else "0")
+                                                                    monkeypatch, mode):
+  monkeypatch.setenv("JAXMLX_COMPILE", mode)
   fn = jax.jit(sine_and_square)
   host = np.linspace(-3, 3, 7, dtype=np.float32)
   x = jax.device_put(host, mlx_device)
@@ -131,13 +131,15 @@ def weighted_sum(x, w):
   return (x * w).sum(axis=0), jnp.abs(x)
 
 
-def test_kernel_error_on_mlx_stream_marks_that_calls_outputs(mlx_device, cpu_device, monkeypatch):
-  # On MLX's CPU device, without graph compilation, a run's kernels execute on MLX's stream after
+@pytest.mark.parametrize("mode", ["0", "replay"], ids=["eager", "replay"])
+def test_kernel_error_on_mlx_stream_marks_that_calls_outputs(mlx_device, cpu_device, monkeypatch,
+                                                             mode):
+  # On MLX's CPU device, without fused kernels, a run's kernels execute on MLX's stream after
   # the worker has moved on, and a completion task there sets the outputs' events: an error a
   # kernel leaves on the stream must fail exactly that call's outputs, naming the program.
   if mlx_device.device_kind != "MLX cpu":
     pytest.skip("runs complete on MLX's stream only on its CPU device")
-  monkeypatch.setenv("JAXMLX_COMPILE", "0")
+  monkeypatch.setenv("JAXMLX_COMPILE", mode)
   fn = jax.jit(weighted_sum)
   x = jax.device_put(np.arange(12, dtype=np.float32).reshape(4, 3) - 5, mlx_device)
   w = jax.device_put(np.linspace(0, 1, 3, dtype=np.float32), mlx_device)

@@ -1,13 +1,14 @@
 // Executable: passes + lowerability check at compile time; replay at run time.
 //
-// Replay: a program without host reads (no while/case/if) is traced once into an
-// mx::compile'd function whose inputs are the program arguments followed by every constant
+// Replay (GraphMode below): a program without host reads (no while/case/if) is traced once into
+// an mx::compile'd function whose inputs are the program arguments followed by every constant
 // (never captured: captured arrays are baked into kernels by value), and replayed on later
-// calls. If compiling or running it throws (e.g. MLX's "[compile] Too many inputs/outputs
-// fused"), that run is redone eagerly and the executable stays eager. Programs with control
-// flow run through the Interpreter each call (lazy graphs; loops read conditions as needed).
+// calls; loop bodies and conditions are replayed the same way (RegionCache). If tracing or
+// running a fused graph throws (e.g. MLX's "[compile] Too many inputs/outputs fused"), that run
+// is redone eagerly and the executable stays eager. Programs with control flow run through the
+// Interpreter each call (lazy graphs; loops read conditions as needed).
 //
-// Completion on MLX's CPU (no graph compilation, no host callbacks): the worker async_evals a
+// Completion on MLX's CPU (no fused kernels, no host callbacks): the worker async_evals a
 // run's outputs and queues a task on MLX's stream right behind its kernels; that task sets the
 // output buffers' ready events. The worker never waits for a run, and the caller is woken by
 // MLX's stream thread directly (bench/README.md, "Where the time goes").
@@ -102,20 +103,50 @@ TensorSpec spec_of(const ir::Type* t) {
   return s;
 }
 
-// JAXMLX_COMPILE=1 / 0 forces graph compilation on / off. By default it is on for Metal only.
-// MLX's CPU backend builds each new fused kernel with the host C++ compiler (seconds each). On
-// MLX's CUDA backend (measured on an H200, mlx-cuda-13 0.32.4) fused kernels contract a*b+c
-// into FMAs (29 % of jax.random's f32 bits one ULP off the CPU backend), a threefry uint8 program
-// never finished and processes died of SIGFPE mid-suite, and compiling took 80-90 s per training
-// step: with compilation off the same suite has none of these.
-bool compile_enabled(const DeviceWorker& worker) {
+// How a program's MLX graph is built on each run.
+//   kEager   the interpreter lowers every op again on each run.
+//   kReplay  traced once through mx::compile with MLX's compile mode at no_fuse (the graph is
+//            kept and simplified, no fused kernels are built) and replayed: later runs skip the
+//            interpreter. Values are those of kEager: the same primitives run.
+//   kFused   the same, with MLX's kernel fusion.
+// JAXMLX_COMPILE=0 / replay / 1 picks one; by default Metal fuses and the others replay.
+// Fusion elsewhere: MLX's CPU backend builds each new fused kernel with the host C++ compiler
+// (seconds each). On MLX's CUDA backend (measured on an H200, mlx-cuda-13 0.32.4) fused kernels
+// contract a*b+c into FMAs (29 % of jax.random's f32 bits one ULP off the CPU backend), a
+// threefry uint8 program never finished and processes died of SIGFPE mid-suite, and compiling
+// took 80-90 s per training step.
+enum class GraphMode { kEager, kReplay, kFused };
+
+GraphMode graph_mode(const DeviceWorker& worker) {
   const char* v = std::getenv("JAXMLX_COMPILE");
-  if (v != nullptr && *v != '\0') return *v != '0';
-  return worker.info().is_metal;
+  if (v != nullptr && *v != '\0') {
+    if (std::string_view(v) == "0") return GraphMode::kEager;
+    if (std::string_view(v) == "replay") return GraphMode::kReplay;
+    return GraphMode::kFused;
+  }
+  return worker.info().is_metal ? GraphMode::kFused : GraphMode::kReplay;
 }
 
-// Custom calls made by our own passes that are plain MLX graphs (no host reads): a region with
-// them can still be compiled.
+// MLX reads its (process-wide) compile mode when a compiled function traces, on its first call:
+// in kReplay that call runs under no_fuse, and the mode goes back to MLX's default afterwards
+// (there is no getter: "enabled", as MLX starts unless MLX_DISABLE_COMPILE is set, in which
+// case mx::compile does not trace at all and nothing is touched).
+class TraceModeScope {
+ public:
+  explicit TraceModeScope(bool no_fuse)
+      : active_(no_fuse && std::getenv("MLX_DISABLE_COMPILE") == nullptr) {
+    if (active_) mx::set_compile_mode(mx::CompileMode::no_fuse);
+  }
+  ~TraceModeScope() {
+    if (active_) mx::set_compile_mode(mx::CompileMode::enabled);
+  }
+  TraceModeScope(const TraceModeScope&) = delete;
+  TraceModeScope& operator=(const TraceModeScope&) = delete;
+
+ private:
+  bool active_;
+};
+
 bool traceable_custom_call(const ir::Op& op) {
   std::string_view target = op.get_string("call_target_name");
   return target == passes::kArgmaxTarget || target == passes::kArgminTarget ||
@@ -128,8 +159,8 @@ using CompiledFn = std::function<std::vector<mx::array>(const std::vector<mx::ar
 // of each graph: the region's arguments, the outer values it reads, and its constants.
 class RegionCache final : public lower::RegionRunner {
  public:
-  RegionCache(const lower::ProgramInfo& info, const Values& constants)
-      : info_(info), constants_(constants) {}
+  RegionCache(const lower::ProgramInfo& info, const Values& constants, GraphMode mode)
+      : info_(info), constants_(constants), mode_(mode) {}
 
   std::optional<StatusOr<Values>> run(lower::Interpreter& interp, const ir::Region& region,
                                       const Values& args) override;
@@ -148,6 +179,7 @@ class RegionCache final : public lower::RegionRunner {
 
   const lower::ProgramInfo& info_;
   const Values& constants_;
+  const GraphMode mode_;
   std::unordered_map<const ir::Region*, Entry> entries_;
 };
 
@@ -225,7 +257,9 @@ std::optional<StatusOr<Values>> RegionCache::run(lower::Interpreter& interp,
   std::vector<mx::array> computed;
   if (e.num_computed > 0) {
     try {
-      if (!e.fn) e.fn = make_fn(e, *f, region, args.size());
+      const bool first = !e.fn;
+      if (first) e.fn = make_fn(e, *f, region, args.size());
+      TraceModeScope scope(first && mode_ == GraphMode::kReplay);
       computed = e.fn(xs);
     } catch (const std::exception&) {
       e.usable = false;  // interpreting it reports any real error with the op's name
@@ -306,6 +340,7 @@ class ExecutableImpl final : public Executable,
   // Worker-only state.
   Values constants_;
   bool constants_ready_ = false;
+  GraphMode mode_ = GraphMode::kEager;
   bool use_compiled_ = false;
   std::shared_future<Status> deferred_check_;  // trial() left queued by check_on_worker
   std::optional<Status> trial_status_;          // set once trial() ran
@@ -353,10 +388,13 @@ Status ExecutableImpl::init() {
   size_t output_bytes = saturating_add(computed_bytes_, constant_bytes_);
   if (memory_limit() != 0 && output_bytes > memory_limit())
     return larger_than_limit("compiling " + name_ + " (its outputs)", output_bytes);
-  bool compiling = compile_enabled(*worker_);
-  async_completion_ = !worker_->info().is_gpu && !calls_host_ && !compiling;
-  use_compiled_ = info_.straight_line && num_computed_ > 0 && compiling;
-  if (compiling && !info_.straight_line) regions_ = std::make_shared<RegionCache>(info_, constants_);
+  mode_ = graph_mode(*worker_);
+  // Fused kernels are built (and may fail) when evaluated: the worker evaluates those runs
+  // itself, to redo a failed one eagerly.
+  async_completion_ = !worker_->info().is_gpu && !calls_host_ && mode_ != GraphMode::kFused;
+  use_compiled_ = info_.straight_line && num_computed_ > 0 && mode_ != GraphMode::kEager;
+  if (mode_ != GraphMode::kEager && !info_.straight_line)
+    regions_ = std::make_shared<RegionCache>(info_, constants_, mode_);
   return check_on_worker();
 }
 
@@ -558,7 +596,7 @@ StatusOr<Values> ExecutableImpl::run(const Values& args) {
     use_compiled_ = false;  // stays eager from now on; this run is redone below
     compiled_ = nullptr;
   }
-  if (regions_) {
+  if (regions_ && mode_ == GraphMode::kFused) {
     try {
       return run_eager(args, /*evaluate=*/true);
     } catch (const std::exception& e) {
@@ -570,7 +608,8 @@ StatusOr<Values> ExecutableImpl::run(const Values& args) {
 }
 
 StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
-  if (!compiled_) {
+  const bool first = !compiled_;
+  if (first) {
     size_t nargs = args.size();
     compiled_ = mx::compile([this, nargs](const std::vector<mx::array>& xs) {
       Values a(xs.begin(), xs.begin() + nargs);
@@ -586,8 +625,12 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
   }
   std::vector<mx::array> xs = args;
   xs.insert(xs.end(), constants_.begin(), constants_.end());
-  std::vector<mx::array> computed = compiled_(xs);
-  mx::eval(computed);
+  std::vector<mx::array> computed;
+  {
+    TraceModeScope scope(first && mode_ == GraphMode::kReplay);
+    computed = compiled_(xs);
+  }
+  if (mode_ == GraphMode::kFused) mx::eval(computed);
   Values outs;
   for (const OutputSource& s : sources_) {
     switch (s.kind) {
