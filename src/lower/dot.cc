@@ -1,7 +1,7 @@
 // Lowering rules: dot family (see lowering.h for the rule contract): dot_general and dot.
 //
 // Any dimension numbers become one batched matmul: lhs -> [B, M, K], rhs -> [B, K, N] (float
-// products without batch dims: [M, K] x [K, N]).
+// products without batch dims: [M, K] x [K, N] where that needs fewer reshapes).
 // Float results compute in f32 (or complex64) and round once, so bf16/f16 inputs with an f32
 // result (preferred_element_type) are exact in f32 (PITFALLS 2.7). Integer results are exact:
 // MLX matmul is float-only, so 8-bit operands use f32 matmuls over K chunks small enough that
@@ -139,14 +139,21 @@ StatusOr<Values> dot_general(LowerContext& ctx, const ir::Op& op, const Values& 
   rperm = to_ints(dd.rhs_batching_dimensions);
   for (int64_t d : dd.rhs_contracting_dimensions) rperm.push_back(static_cast<int>(d));
   rperm.insert(rperm.end(), rf.begin(), rf.end());
-  // Without batch dims a float product is one 2-D matmul: a weight matrix [K, N] goes in as it
-  // is (a reshape to [1, K, N] would be one more MLX node per call).
-  const bool plain = dd.lhs_batching_dimensions.empty() &&
-                     (ir::is_float(ot.dtype) || ir::is_complex(ot.dtype));
-  mx::array l = plain ? mx::reshape(permute(in[0], lperm), {m, k})
-                      : mx::reshape(permute(in[0], lperm), {b, m, k});
-  mx::array r = plain ? mx::reshape(permute(in[1], rperm), {k, n})
-                      : mx::reshape(permute(in[1], rperm), {b, k, n});
+  // Without batch dims a float product may be one 2-D matmul instead: whichever form needs
+  // fewer reshapes (each one more MLX node per call). A weight matrix [K, N] goes in as it is
+  // in 2-D; activations [1, T, K] (batch 1) and their [1, T, N] result as they are in 3-D.
+  mx::array lp = permute(in[0], lperm), rp = permute(in[1], rperm);
+  auto reshapes = [&](std::initializer_list<std::pair<const mx::Shape&, mx::Shape>> pairs) {
+    int n = 0;
+    for (const auto& [have, want] : pairs) n += have != want;
+    return n;
+  };
+  const bool plain =
+      dd.lhs_batching_dimensions.empty() && (ir::is_float(ot.dtype) || ir::is_complex(ot.dtype)) &&
+      reshapes({{lp.shape(), {m, k}}, {rp.shape(), {k, n}}, {out_shape, {m, n}}}) <=
+          reshapes({{lp.shape(), {b, m, k}}, {rp.shape(), {b, k, n}}, {out_shape, {b, m, n}}});
+  mx::array l = plain ? mx::reshape(lp, {m, k}) : mx::reshape(lp, {b, m, k});
+  mx::array r = plain ? mx::reshape(rp, {k, n}) : mx::reshape(rp, {b, k, n});
   ASSIGN_OR_RETURN(mx::array p, batched_product(ctx, op, l, r, lt.dtype, rt.dtype, ot.dtype));
   return Values{mx::reshape(p, out_shape)};
 }
