@@ -250,13 +250,15 @@ StatusOr<Values> lower_reduce(LowerContext& ctx, const ir::Op& op, const Values&
 // backend); the value is the element at that index.
 StatusOr<Values> lower_argminmax(LowerContext& ctx, const ir::Op& op, const Values& in,
                                  bool is_max) {
-  if (in.size() != 1 || op.results.size() != 2) return ctx.malformed(op, "argmax/argmin shape");
+  // Results: (value, index), or the index alone (passes/argminmax.h).
+  const size_t n = op.results.size();
+  if (in.size() != 1 || (n != 1 && n != 2)) return ctx.malformed(op, "argmax/argmin shape");
   const ir::Type& t = operand_type(op, 0);
   const int axis = static_cast<int>(op.get_i64("dimension", -1));
   if (axis < 0 || axis >= static_cast<int>(t.rank()) || !is_static(t))
     return ctx.malformed(op, "bad argmax/argmin dimension");
-  auto index_dt = storage_dtype(result_type(op, 1).dtype);
-  if (!index_dt) return ctx.unsupported(op, "index type " + type_to_string(result_type(op, 1)));
+  auto index_dt = storage_dtype(result_type(op, n - 1).dtype);
+  if (!index_dt) return ctx.unsupported(op, "index type " + type_to_string(result_type(op, n - 1)));
   const mx::array& x = in[0];
   // Bools order false < true as uint8 (MLX's bool ordering is not something to rely on).
   mx::array keys = x.dtype() == mx::bool_ ? mx::astype(x, mx::uint8) : x;
@@ -265,6 +267,7 @@ StatusOr<Values> lower_argminmax(LowerContext& ctx, const ir::Op& op, const Valu
     mx::array nan = mx::isnan(x);
     idx = mx::where(mx::any(nan, axis), mx::argmax(nan, axis), idx);
   }
+  if (n == 1) return Values{mx::astype(idx, *index_dt)};
   mx::array value = mx::squeeze(mx::take_along_axis(x, mx::expand_dims(idx, axis), axis), axis);
   return Values{value, mx::astype(idx, *index_dt)};
 }

@@ -14,6 +14,7 @@ namespace {
 using ir::ElementType;
 using Dir = ir::ComparisonDirection;
 using Defs = std::unordered_map<uint32_t, const ir::Op*>;
+using Uses = std::unordered_map<uint32_t, int>;
 
 // Element types the lowering handles with MLX's argmax / argmin (lower/reduce.cc).
 bool supported(ElementType t) {
@@ -140,7 +141,7 @@ bool is_argminmax_body(const ir::Region& body, ElementType t, bool is_max) {
 }
 
 // The custom call replacing `op` when it is jax's argmax / argmin; nullopt otherwise.
-std::optional<ir::Op> match(const ir::Op& op, const Defs& defs) {
+std::optional<ir::Op> match(const ir::Op& op, const Defs& defs, const Uses& uses) {
   if (op.kind != ir::OpKind::kReduce || op.operands.size() != 4 || op.results.size() != 2 ||
       op.regions.size() != 1)
     return std::nullopt;
@@ -174,6 +175,8 @@ std::optional<ir::Op> match(const ir::Op& op, const Defs& defs) {
     call.kind = ir::OpKind::kCustomCall;
     call.operands = {x};
     call.results = op.results;
+    // jnp.argmax reads only the indices: without the value result, no node computes it.
+    if (!uses.count(op.results[0].id)) call.results.erase(call.results.begin());
     call.loc = op.loc;
     call.set_attr("call_target_name", ir::StringAttr{is_max ? kArgmaxTarget : kArgminTarget});
     call.set_attr("dimension", ir::IntAttr{d, ElementType::kS64});
@@ -182,11 +185,11 @@ std::optional<ir::Op> match(const ir::Op& op, const Defs& defs) {
   return std::nullopt;
 }
 
-void rewrite_region(ir::Region& r, const Defs& defs) {
+void rewrite_region(ir::Region& r, const Defs& defs, const Uses& uses) {
   for (ir::Block& b : r.blocks)
     for (ir::Op& op : b.ops) {
-      for (ir::Region& nested : op.regions) rewrite_region(nested, defs);
-      if (std::optional<ir::Op> call = match(op, defs)) op = std::move(*call);
+      for (ir::Region& nested : op.regions) rewrite_region(nested, defs, uses);
+      if (std::optional<ir::Op> call = match(op, defs, uses)) op = std::move(*call);
     }
 }
 
@@ -196,12 +199,14 @@ Status recognize_argminmax(ir::Module& m) {
   for (ir::Func& f : m.funcs) {
     // Value ids are unique per func, so one map covers its nested regions.
     Defs defs;
+    Uses uses;
     ir::walk(f.body, [&](const ir::Op& op) {
       for (const ir::Value& r : op.results) defs[r.id] = &op;
+      for (const ir::Value& v : op.operands) ++uses[v.id];
     });
     // Matching reads only ops other than the one replaced (its operands' definitions and its
     // own body), and a replaced reduce defines the same values: the map stays valid.
-    rewrite_region(f.body, defs);
+    rewrite_region(f.body, defs, uses);
   }
   return Status();
 }

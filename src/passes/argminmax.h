@@ -8,6 +8,7 @@
 //       return select(%p, %a, %b), select(%q, %ia, %ib)
 //     }
 //   ==>  %v, %r = stablehlo.custom_call @jaxmlx.argmax(%x) {dimension = d}
+//        (or %r = ... alone when nothing reads %v, as with jnp.argmax)
 //
 // IDENTITY is -inf / +inf for floats, the type's minimum / maximum for integers, false / true for
 // bools. Semantics (what the body computes whatever the reduction order, as jax documents): the
