@@ -127,14 +127,14 @@ GraphMode graph_mode(const DeviceWorker& worker) {
   return worker.info().is_metal ? GraphMode::kFused : GraphMode::kReplay;
 }
 
-// MLX reads its (process-wide) compile mode when a compiled function traces, on its first call:
-// in kReplay that call runs under no_fuse, and the mode goes back to MLX's default afterwards
-// (there is no getter: "enabled", as MLX starts unless MLX_DISABLE_COMPILE is set, in which
-// case mx::compile does not trace at all and nothing is touched).
+// MLX reads its (process-wide) compile mode when a compiled function traces: its first call, or
+// a call whose input shapes it has not seen. In kReplay every call runs under no_fuse, and the
+// mode goes back to MLX's default afterwards (there is no getter: "enabled", as MLX starts
+// unless MLX_DISABLE_COMPILE is set, in which case mx::compile does not trace at all and
+// nothing is touched).
 class TraceModeScope {
  public:
-  explicit TraceModeScope(bool no_fuse)
-      : active_(no_fuse && std::getenv("MLX_DISABLE_COMPILE") == nullptr) {
+  explicit TraceModeScope(bool no_fuse) : active_(no_fuse && !mlx_compile_disabled()) {
     if (active_) mx::set_compile_mode(mx::CompileMode::no_fuse);
   }
   ~TraceModeScope() {
@@ -144,8 +144,15 @@ class TraceModeScope {
   TraceModeScope& operator=(const TraceModeScope&) = delete;
 
  private:
+  static bool mlx_compile_disabled() {
+    static const bool disabled = std::getenv("MLX_DISABLE_COMPILE") != nullptr;
+    return disabled;
+  }
   bool active_;
 };
+
+// Custom calls made by our own passes that are plain MLX graphs (no host reads): a region with
+// them can still be compiled.
 
 bool traceable_custom_call(const ir::Op& op) {
   std::string_view target = op.get_string("call_target_name");
@@ -257,9 +264,8 @@ std::optional<StatusOr<Values>> RegionCache::run(lower::Interpreter& interp,
   std::vector<mx::array> computed;
   if (e.num_computed > 0) {
     try {
-      const bool first = !e.fn;
-      if (first) e.fn = make_fn(e, *f, region, args.size());
-      TraceModeScope scope(first && mode_ == GraphMode::kReplay);
+      if (!e.fn) e.fn = make_fn(e, *f, region, args.size());
+      TraceModeScope scope(mode_ == GraphMode::kReplay);
       computed = e.fn(xs);
     } catch (const std::exception&) {
       e.usable = false;  // interpreting it reports any real error with the op's name
@@ -608,8 +614,7 @@ StatusOr<Values> ExecutableImpl::run(const Values& args) {
 }
 
 StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
-  const bool first = !compiled_;
-  if (first) {
+  if (!compiled_) {
     size_t nargs = args.size();
     compiled_ = mx::compile([this, nargs](const std::vector<mx::array>& xs) {
       Values a(xs.begin(), xs.begin() + nargs);
@@ -627,7 +632,7 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
   xs.insert(xs.end(), constants_.begin(), constants_.end());
   std::vector<mx::array> computed;
   {
-    TraceModeScope scope(first && mode_ == GraphMode::kReplay);
+    TraceModeScope scope(mode_ == GraphMode::kReplay);
     computed = compiled_(xs);
   }
   if (mode_ == GraphMode::kFused) mx::eval(computed);
