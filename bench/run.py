@@ -92,9 +92,10 @@ def error_status(e: BaseException) -> str:
   return "error: " + msg.splitlines()[0]
 
 
-def run_column(case: common.Case, col: str, device, reps: int, reference) -> dict:
-  """Builds and times one column. Returns its record (status, time stats, compile, memory,
-  check values). Never raises: a failure becomes the column's status."""
+def prepare_column(case: common.Case, col: str, device, reference) -> tuple[dict, object]:
+  """Builds one column's program and makes its first calls: the check against jax cpu, the
+  first call's time (compile), a warm-up, and the peak memory of those calls. Returns its record
+  and the program (None when it failed: the failure is the record's status). Never raises."""
   gc.collect()
   uses_mlx = col in (OURS, OURS_COMPILED, MLX)
   saved_env = os.environ.get("JAXMLX_COMPILE")
@@ -107,7 +108,6 @@ def run_column(case: common.Case, col: str, device, reps: int, reference) -> dic
   rss_ok = col == JAX_CPU and common.rss_peak_reset()
   rss0 = common.rss_now()
   rec: dict = {"status": "ok"}
-  scale = common.unit_scale(case.unit) / case.per_call
   prog = None
   try:
     prog = case.make_mlx() if col == MLX else case.make_jax(device)
@@ -124,22 +124,12 @@ def run_column(case: common.Case, col: str, device, reps: int, reference) -> dic
       rec["check"] = {"ok": ok, "worst_rel": worst, "rtol": tol, "note": note}
       log(f"    check vs jax cpu: {'ok' if ok else 'MISMATCH'} (worst {worst:.2e}) {note}")
     common.timed_call(prog)  # warm-up
-    samples = []
-    for _ in range(reps):
-      t = time.perf_counter()
-      for _ in range(case.inner):
-        prog.sync(prog.call())
-      samples.append((time.perf_counter() - t) / case.inner)
-    stats = common.summarize([s * scale for s in samples])
-    rec["time"] = stats
-    rec["compile_s"] = max(0.0, first_s - stats["median"] / scale)
     rec["first_call_s"] = first_s
   except Exception as e:  # noqa: BLE001 - a failing column is reported, not fatal
     rec["status"] = error_status(e)
     log(f"    {rec['status']}")
+    prog = None
   finally:
-    del prog
-    gc.collect()
     if col == OURS_COMPILED:
       if saved_env is None:
         os.environ.pop("JAXMLX_COMPILE", None)
@@ -155,7 +145,27 @@ def run_column(case: common.Case, col: str, device, reps: int, reference) -> dic
     stats = device.memory_stats() or {}
     rec["peak_bytes"] = stats.get("peak_bytes_in_use")
     rec["peak_what"] = "device peak_bytes_in_use (not reset between cases)"
-  return rec
+  return rec, prog
+
+
+def time_columns(case: common.Case, progs: dict, reps: int) -> dict:
+  """Per-unit time samples of each column, repetitions interleaved across the columns (ours,
+  then native, then jax cpu, ..., reps times): a machine that slows down mid-run slows every
+  column alike, so the ratios hold. Returns {column: samples}, or the error a column raised."""
+  samples: dict = {col: [] for col in progs}
+  failed: dict = {}
+  for _ in range(reps):
+    for col, prog in progs.items():
+      if col in failed:
+        continue
+      try:
+        t = time.perf_counter()
+        for _ in range(case.inner):
+          prog.sync(prog.call())
+        samples[col].append((time.perf_counter() - t) / case.inner)
+      except Exception as e:  # noqa: BLE001 - a failing column is reported, not fatal
+        failed[col] = error_status(e)
+  return {col: failed.get(col, samples[col]) for col in progs}
 
 
 def run_case(case: common.Case, devices: dict, reps: int) -> dict:
@@ -164,18 +174,33 @@ def run_case(case: common.Case, devices: dict, reps: int) -> dict:
          "description": case.description, "columns": {}}
   order = [JAX_CPU, OURS, OURS_COMPILED, MLX, JAX_GPU]
   reference = None
+  progs: dict = {}
   for col in order:
     if col not in devices:
       continue
     log(f"  {col}")
-    rec = run_column(case, col, devices[col], reps, reference if col != JAX_CPU else None)
+    rec, prog = prepare_column(case, col, devices[col], reference if col != JAX_CPU else None)
     if col == JAX_CPU:
       reference = rec.get("check_values")
     rec.pop("check_values", None)
     res["columns"][col] = rec
-    if rec.get("time"):
-      log(f"    {common.fmt_time(rec['time'], case.unit)}/{case.what}"
-          f"  compile {rec['compile_s']:.2f} s  peak {common.fmt_bytes(rec.get('peak_bytes'))}")
+    if prog is not None:
+      progs[col] = prog
+  log(f"  timing {', '.join(progs)}: {reps} repetitions, interleaved")
+  scale = common.unit_scale(case.unit) / case.per_call
+  for col, samples in time_columns(case, progs, reps).items():
+    rec = res["columns"][col]
+    if isinstance(samples, str):
+      rec["status"] = samples
+      log(f"    {col}: {samples}")
+      continue
+    stats = common.summarize([x * scale for x in samples])
+    rec["time"] = stats
+    rec["compile_s"] = max(0.0, rec["first_call_s"] - stats["median"] / scale)
+    log(f"    {col}: {common.fmt_time(stats, case.unit)}/{case.what}"
+        f"  compile {rec['compile_s']:.2f} s  peak {common.fmt_bytes(rec.get('peak_bytes'))}")
+  progs.clear()
+  gc.collect()
   return res
 
 
