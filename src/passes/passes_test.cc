@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,19 @@ struct Builder {
     return o;
   }
   void ret(std::vector<ir::Value> operands) { op(OpKind::kFuncReturn, std::move(operands), 0); }
+  // An optimization_barrier-like op of `operand` ("test.holder") whose one-block region holds the
+  // ops `body` adds.
+  ir::Op& holder(ir::Value operand, const std::function<void()>& body) {
+    ir::Region region;
+    region.blocks.emplace_back();
+    std::vector<ir::Op>* saved = ops;
+    ops = &region.blocks[0].ops;
+    body();
+    ops = saved;
+    ir::Op& o = generic("test.holder", {operand}, 1);
+    o.regions.push_back(std::move(region));
+    return o;
+  }
 };
 
 int count_ops(const ir::Module& m, OpKind k) {
@@ -114,17 +128,10 @@ TEST(Inline, NestedCallsInsideRegions) {
   b.func("main", 1, 1, false);
   ir::Value x = b.f->args()[0];
   // An optimization_barrier-like op with a region whose body calls @outer on an outer value.
-  ir::Op& holder = b.op(OpKind::kGeneric, {x}, 1);
-  holder.generic_name = "test.holder";
-  ir::Value held = holder.results[0];
-  ir::Region region;
-  region.blocks.emplace_back();
-  std::vector<ir::Op>* saved = b.ops;
-  b.ops = &region.blocks[0].ops;
-  ir::Value r = b.call("outer", {x}, 1).results[0];
-  b.op(OpKind::kReturn, {r}, 0);
-  b.ops = saved;
-  b.f->body.blocks[0].ops.back().regions.push_back(std::move(region));
+  ir::Value held = b.holder(x, [&] {
+    ir::Value r = b.call("outer", {x}, 1).results[0];
+    b.op(OpKind::kReturn, {r}, 0);
+  }).results[0];
   b.ret({held});
   ASSERT_TRUE(ir::verify(m).ok()) << ir::verify(m).to_string();
 
@@ -493,18 +500,10 @@ TEST(Dce, DeadChainsGoSideEffectsAndRegionReadsStay) {
   b.op(OpKind::kAdd, {dead1, dead1}, 1);                     // dead chain: add(negate)
   b.op(OpKind::kCustomCall, {x}, 1).set_attr("call_target_name", ir::StringAttr{"effect"});
   ir::Value read_in_region = b.op(OpKind::kAbs, {x}, 1).results[0];
-  ir::Op& holder = b.op(OpKind::kGeneric, {x}, 1);
-  holder.generic_name = "test.holder";
-  ir::Value held = holder.results[0];
-  ir::Region region;
-  region.blocks.emplace_back();
-  std::vector<ir::Op>* saved = b.ops;
-  b.ops = &region.blocks[0].ops;
-  b.op(OpKind::kSqrt, {x}, 1);                                // dead inside the region
-  b.op(OpKind::kReturn, {b.op(OpKind::kExponential, {read_in_region}, 1).results[0]}, 0);
-  b.ops = saved;
-  // The region sits on the last op before the return.
-  b.ops->back().regions.push_back(std::move(region));
+  ir::Value held = b.holder(x, [&] {
+    b.op(OpKind::kSqrt, {x}, 1);  // dead inside the region
+    b.op(OpKind::kReturn, {b.op(OpKind::kExponential, {read_in_region}, 1).results[0]}, 0);
+  }).results[0];
   b.ret({held});
   ASSERT_TRUE(ir::verify(m).ok()) << ir::print_module(m);
   ASSERT_TRUE(drop_dead_ops(m).ok());

@@ -131,7 +131,8 @@ GraphMode graph_mode(const DeviceWorker& worker) {
 // a call whose input shapes it has not seen. In kReplay every call runs under no_fuse, and the
 // mode goes back to MLX's default afterwards (there is no getter: "enabled", as MLX starts
 // unless MLX_DISABLE_COMPILE is set, in which case mx::compile does not trace at all and
-// nothing is touched).
+// nothing is touched). A user's own mx.compile tracing on another thread in that window would not
+// fuse either: slower, never different.
 class TraceModeScope {
  public:
   explicit TraceModeScope(bool no_fuse) : active_(no_fuse && !mlx_compile_disabled()) {
