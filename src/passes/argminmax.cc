@@ -8,13 +8,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "passes/passes.h"
+
 namespace jaxmlx::passes {
 namespace {
 
 using ir::ElementType;
 using Dir = ir::ComparisonDirection;
 using Defs = std::unordered_map<uint32_t, const ir::Op*>;
-using Uses = std::unordered_map<uint32_t, int>;
 
 // Element types the lowering handles with MLX's argmax / argmin (lower/reduce.cc).
 bool supported(ElementType t) {
@@ -141,7 +142,7 @@ bool is_argminmax_body(const ir::Region& body, ElementType t, bool is_max) {
 }
 
 // The custom call replacing `op` when it is jax's argmax / argmin; nullopt otherwise.
-std::optional<ir::Op> match(const ir::Op& op, const Defs& defs, const Uses& uses) {
+std::optional<ir::Op> match(const ir::Op& op, const Defs& defs, const UseCounts& uses) {
   if (op.kind != ir::OpKind::kReduce || op.operands.size() != 4 || op.results.size() != 2 ||
       op.regions.size() != 1)
     return std::nullopt;
@@ -185,7 +186,7 @@ std::optional<ir::Op> match(const ir::Op& op, const Defs& defs, const Uses& uses
   return std::nullopt;
 }
 
-void rewrite_region(ir::Region& r, const Defs& defs, const Uses& uses) {
+void rewrite_region(ir::Region& r, const Defs& defs, const UseCounts& uses) {
   for (ir::Block& b : r.blocks)
     for (ir::Op& op : b.ops) {
       for (ir::Region& nested : op.regions) rewrite_region(nested, defs, uses);
@@ -199,11 +200,10 @@ Status recognize_argminmax(ir::Module& m) {
   for (ir::Func& f : m.funcs) {
     // Value ids are unique per func, so one map covers its nested regions.
     Defs defs;
-    Uses uses;
     ir::walk(f.body, [&](const ir::Op& op) {
       for (const ir::Value& r : op.results) defs[r.id] = &op;
-      for (const ir::Value& v : op.operands) ++uses[v.id];
     });
+    const UseCounts uses = count_uses(f.body);
     // Matching reads only ops other than the one replaced (its operands' definitions and its
     // own body), and a replaced reduce defines the same values: the map stays valid.
     rewrite_region(f.body, defs, uses);

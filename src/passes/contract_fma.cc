@@ -8,18 +8,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "passes/passes.h"
 #include "passes/xla_cpu_version.h"
 
 namespace jaxmlx::passes {
 namespace {
-
-using UseCounts = std::unordered_map<uint32_t, int>;
-
-void count_uses(const ir::Region& r, UseCounts& uses) {
-  ir::walk(r, [&](const ir::Op& op) {
-    for (const ir::Value& v : op.operands) ++uses[v.id];
-  });
-}
 
 bool is_float(const ir::Value& v, bool f16) {
   return v.type != nullptr &&
@@ -139,9 +132,7 @@ bool xla_cpu_contracts_f16() { return reference_jaxlib_at_least(0, 11); }
 Status contract_fma(ir::Module& m, FmaContraction mode, bool f16) {
   if (mode == FmaContraction::kNone) return Status();
   for (ir::Func& f : m.funcs) {
-    UseCounts uses;
-    count_uses(f.body, uses);
-    contract_region(f.body, uses, mode, f16);
+    contract_region(f.body, count_uses(f.body), mode, f16);
   }
   return Status();
 }

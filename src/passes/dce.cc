@@ -5,10 +5,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "passes/passes.h"
+
 namespace jaxmlx::passes {
 namespace {
-
-using UseCounts = std::unordered_map<uint32_t, int>;
 
 bool removable_kind(ir::OpKind k) {
   switch (k) {
@@ -73,10 +73,7 @@ void sweep(ir::Region& r, UseCounts& uses) {
 
 Status drop_dead_ops(ir::Module& m) {
   for (ir::Func& f : m.funcs) {
-    UseCounts uses;
-    ir::walk(f.body, [&](const ir::Op& op) {
-      for (const ir::Value& v : op.operands) ++uses[v.id];
-    });
+    UseCounts uses = count_uses(f.body);
     sweep(f.body, uses);
   }
   return Status();

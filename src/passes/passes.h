@@ -36,4 +36,8 @@ Status drop_sharding(ir::Module& m);
 // (a -> b -> c) are followed.
 void replace_uses(ir::Func& f, const std::unordered_map<uint32_t, ir::Value>& subst);
 
+// How many operand slots read each value id in `r`, nested regions included (ids absent: 0).
+using UseCounts = std::unordered_map<uint32_t, int>;
+UseCounts count_uses(const ir::Region& r);
+
 }  // namespace jaxmlx::passes

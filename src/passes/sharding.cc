@@ -84,6 +84,14 @@ void replace_in_region(ir::Region& r, const std::unordered_map<uint32_t, ir::Val
 
 }  // namespace
 
+UseCounts count_uses(const ir::Region& r) {
+  UseCounts uses;
+  ir::walk(r, [&](const ir::Op& op) {
+    for (const ir::Value& v : op.operands) ++uses[v.id];
+  });
+  return uses;
+}
+
 void replace_uses(ir::Func& f, const std::unordered_map<uint32_t, ir::Value>& subst) {
   if (!subst.empty()) replace_in_region(f.body, subst);
 }

@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "passes/passes.h"
+
 namespace jaxmlx::passes {
 namespace {
 
@@ -17,10 +19,9 @@ constexpr uint32_t kMinusInfF32 = 0xFF800000u;
 
 class Matcher {
  public:
-  explicit Matcher(const ir::Func& f) {
+  explicit Matcher(const ir::Func& f) : uses_(count_uses(f.body)) {
     ir::walk(f.body, [&](const ir::Op& op) {
       for (const ir::Value& r : op.results) def_[r.id] = &op;
-      for (const ir::Value& v : op.operands) ++uses_[v.id];
     });
   }
 
@@ -218,7 +219,7 @@ class Matcher {
   }
 
   std::unordered_map<uint32_t, const ir::Op*> def_;
-  std::unordered_map<uint32_t, int> uses_;
+  UseCounts uses_;
 };
 
 void rewrite_region(ir::Region& r, const Matcher& m) {
