@@ -104,5 +104,6 @@ void register_collective(Registry& r);     // collective.cc: all_reduce, all_gat
 void register_fft(Registry& r);          // fft.cc: fft (FFT, IFFT, RFFT, IRFFT)
 void register_dce_sink(Registry& r);     // dce_sink.cc: jax's dce_sink custom call
 void register_softmax(Registry& r);      // softmax.cc: jaxmlx.softmax (passes/softmax)
+void register_norms(Registry& r);        // norms.cc: jaxmlx.layer_norm, jaxmlx.rms_norm (passes/norms)
 
 }  // namespace jaxmlx::lower

@@ -42,6 +42,7 @@ const Registry& Registry::global() {
     register_fft(*r);
     register_dce_sink(*r);
     register_softmax(*r);
+    register_norms(*r);
     return r;
   }();
   return *registry;

@@ -12,6 +12,7 @@
 #include "passes/argminmax.h"
 #include "passes/contract_fma.h"
 #include "passes/dce.h"
+#include "passes/norms.h"
 #include "passes/softmax.h"
 #include "passes/xla_cpu_version.h"
 
@@ -64,6 +65,41 @@ struct Builder {
     return o;
   }
   void ret(std::vector<ir::Value> operands) { op(OpKind::kFuncReturn, std::move(operands), 0); }
+  static ir::Value typed(ir::Op& o, const ir::Type* t) {
+    o.results[0].type = t;
+    return o.results[0];
+  }
+  // A constant of the 4-byte scalar type `t` holding `bits`.
+  ir::Value constant32(uint32_t bits, const ir::Type* t) {
+    std::vector<uint8_t> bytes(4);
+    std::memcpy(bytes.data(), &bits, 4);
+    ir::Op& o = op(OpKind::kConstant, {}, 1);
+    o.set_attr("value", ir::DenseElementsAttr{t, m.own_bytes(std::move(bytes)), false});
+    return typed(o, t);
+  }
+  ir::Value bcast(ir::Value in, std::vector<int64_t> dims, const ir::Type* t) {
+    ir::Op& o = op(OpKind::kBroadcastInDim, {in}, 1);
+    o.set_attr("broadcast_dimensions", ir::I64ArrayAttr{std::move(dims)});
+    return typed(o, t);
+  }
+  // reduce(in init: constant32(init)) applies `body_kind` across `dim`, giving type `t`.
+  ir::Value reduce(ir::Value in, uint32_t init, OpKind body_kind, int64_t dim,
+                   const ir::Type* scalar, const ir::Type* t) {
+    ir::Value c = constant32(init, scalar);
+    ir::Region body;
+    body.blocks.emplace_back();
+    ir::Block& blk = body.blocks[0];
+    for (int i = 0; i < 2; ++i) blk.args.push_back(ir::Value{f->num_values++, scalar});
+    std::vector<ir::Op>* outer = ops;
+    ops = &blk.ops;
+    ir::Value r = typed(op(body_kind, {blk.args[0], blk.args[1]}, 1), scalar);
+    op(OpKind::kReturn, {r}, 0);
+    ops = outer;
+    ir::Op& red = op(OpKind::kReduce, {in, c}, 1);
+    red.set_attr("dimensions", ir::I64ArrayAttr{{dim}});
+    red.regions.push_back(std::move(body));
+    return typed(red, t);
+  }
   // An optimization_barrier-like op of `operand` ("test.holder") whose one-block region holds the
   // ops `body` adds.
   ir::Op& holder(ir::Value operand, const std::function<void()>& body) {
@@ -395,37 +431,13 @@ ir::Module softmax_module(const SoftmaxVariant& v) {
   b.f->arg_types = {x_t};
   b.f->result_types = std::vector<const ir::Type*>(v.exp_also_returned ? 2 : 1, x_t);
   ir::Value x = b.f->args()[0];
-  auto typed = [](ir::Op& o, const ir::Type* t) -> ir::Value {
-    o.results[0].type = t;
-    return o.results[0];
-  };
-  auto constant = [&](uint32_t bits) {
-    std::vector<uint8_t> bytes(4);
-    std::memcpy(bytes.data(), &bits, 4);
-    ir::Op& o = b.op(OpKind::kConstant, {}, 1);
-    o.set_attr("value", ir::DenseElementsAttr{scalar, m.own_bytes(std::move(bytes)), false});
-    return typed(o, scalar);
-  };
+  auto typed = &Builder::typed;
+  auto constant = [&](uint32_t bits) { return b.constant32(bits, scalar); };
   auto reduce = [&](ir::Value in, uint32_t init, OpKind body_kind) {
-    ir::Value c = constant(init);
-    ir::Region body;
-    body.blocks.emplace_back();
-    ir::Block& blk = body.blocks[0];
-    for (int i = 0; i < 2; ++i) blk.args.push_back(ir::Value{b.f->num_values++, scalar});
-    std::vector<ir::Op>* outer = b.ops;
-    b.ops = &blk.ops;
-    ir::Value r = typed(b.op(body_kind, {blk.args[0], blk.args[1]}, 1), scalar);
-    b.op(OpKind::kReturn, {r}, 0);
-    b.ops = outer;
-    ir::Op& red = b.op(OpKind::kReduce, {in, c}, 1);
-    red.set_attr("dimensions", ir::I64ArrayAttr{{v.dim}});
-    red.regions.push_back(std::move(body));
-    return typed(red, r_t);
+    return b.reduce(in, init, body_kind, v.dim, scalar, r_t);
   };
   auto bcast = [&](ir::Value in, std::vector<int64_t> dims, const ir::Type* t) {
-    ir::Op& o = b.op(OpKind::kBroadcastInDim, {in}, 1);
-    o.set_attr("broadcast_dimensions", ir::I64ArrayAttr{std::move(dims)});
-    return typed(o, t);
+    return b.bcast(in, std::move(dims), t);
   };
   std::vector<int64_t> all(v.shape.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
@@ -487,6 +499,156 @@ TEST(Softmax, LookalikesStayAsTheyAre) {
   EXPECT_TRUE(softmax_dims({.type = ir::ElementType::kF16}).empty());  // f32 only
   EXPECT_TRUE(
       softmax_dims({.shape = {4, 4}, .dim = 1, .transposed_back = true}).empty());
+}
+
+// ---- norms -----------------------------------------------------------------------------------
+
+// What a variant of a norm chain differs in (from `lookalike` on, another computation or a chain
+// whose intermediates are needed elsewhere).
+struct NormVariant {
+  enum Kind { kLayer, kFlax, kRms } kind = kLayer;  // kFlax: the scale times the reciprocal
+  bool scale = true, bias = true;
+  std::vector<int64_t> shape = {2, 3, 8};
+  ir::ElementType type = ir::ElementType::kF32;
+  // Lookalikes:
+  float mean_count = 0;          // divide the variance's sum by this (0: the last dim's size)
+  bool reduce_first_dim = false;  // the mean over dim 0
+  bool mean_also_returned = false;
+  bool second_mean_of_scale_free = false;  // the second `x - mean` subtracts another mean
+};
+
+// main(x, scale, bias) = the variant's norm of x as jax 0.10 emits it (bench/workloads'
+// layer_norm, flax's LayerNorm(use_fast_variance=False), an RMS norm).
+ir::Module norm_module(const NormVariant& v) {
+  ir::Module m;
+  Builder b{m};
+  b.func("main", 3, v.mean_also_returned ? 2 : 1, false);
+  const int64_t rank = static_cast<int64_t>(v.shape.size());
+  const int64_t last = v.reduce_first_dim ? 0 : rank - 1;
+  std::vector<int64_t> kept_shape, kept_dims, keep_shape = v.shape;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != last) kept_shape.push_back(v.shape[d]), kept_dims.push_back(d);
+  keep_shape[last] = 1;
+  const ir::Type* x_t = m.types().tensor(v.type, v.shape);
+  const ir::Type* p_t = m.types().tensor(v.type, {v.shape.back()});
+  const ir::Type* r_t = m.types().tensor(v.type, kept_shape);
+  const ir::Type* k_t = m.types().tensor(v.type, keep_shape);
+  const ir::Type* scalar = m.types().tensor(v.type, {});
+  b.f->arg_types = {x_t, p_t, p_t};
+  for (int i = 0; i < 3; ++i) b.f->body.blocks[0].args[i].type = b.f->arg_types[i];
+  b.f->result_types = std::vector<const ir::Type*>(v.mean_also_returned ? 2 : 1, x_t);
+  if (v.mean_also_returned) b.f->result_types[1] = k_t;
+  ir::Value x = b.f->args()[0], scale = b.f->args()[1], bias = b.f->args()[2];
+  auto typed = &Builder::typed;
+  auto constant = [&](float f) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &f, 4);
+    return b.constant32(bits, scalar);
+  };
+  auto bcast = [&](ir::Value in, std::vector<int64_t> dims, const ir::Type* t) {
+    return b.bcast(in, std::move(dims), t);
+  };
+  auto binary = [&](OpKind k, ir::Value l, ir::Value r) {
+    return typed(b.op(k, {l, r}, 1), r.type->rank() > l.type->rank() ? r.type : l.type);
+  };
+  std::vector<int64_t> all(v.shape.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  auto mean = [&](ir::Value in, float count) {  // jnp.mean(in, last, keepdims=True)
+    ir::Value k = bcast(b.reduce(in, 0u, OpKind::kAdd, last, scalar, r_t), kept_dims, k_t);
+    return binary(OpKind::kDivide, k, bcast(constant(count), {}, k_t));
+  };
+  auto param = [&](ir::Value p) {
+    std::vector<int64_t> ones(v.shape.size(), 1);
+    ones.back() = v.shape.back();
+    const ir::Type* o_t = m.types().tensor(v.type, ones);
+    return bcast(bcast(p, {rank - 1}, o_t), all, x_t);
+  };
+  const float n = static_cast<float>(v.shape[last]);
+  ir::Value y, mu;
+  auto reciprocal = [&](ir::Value sq) {  // rsqrt(mean(sq) + eps)
+    ir::Value var = mean(sq, v.mean_count != 0 ? v.mean_count : n);
+    ir::Value r = typed(b.op(OpKind::kRsqrt, {binary(OpKind::kAdd, var,
+                                                      bcast(constant(1e-5f), {}, k_t))}, 1), k_t);
+    return bcast(r, all, x_t);
+  };
+  if (v.kind == NormVariant::kRms) {
+    y = binary(OpKind::kMultiply, x, reciprocal(binary(OpKind::kMultiply, x, x)));
+  } else {
+    mu = mean(x, n);
+    ir::Value c = binary(OpKind::kSubtract, x, bcast(mu, all, x_t));
+    ir::Value other = v.second_mean_of_scale_free ? mean(binary(OpKind::kMultiply, x, x), n) : mu;
+    ir::Value w = reciprocal(binary(OpKind::kMultiply, c, c));
+    if (v.kind == NormVariant::kFlax && v.scale) w = binary(OpKind::kMultiply, w, param(scale));
+    ir::Value c2 = binary(OpKind::kSubtract, x, bcast(other, all, x_t));
+    y = binary(OpKind::kMultiply, c2, w);
+  }
+  if (v.scale && v.kind != NormVariant::kFlax) y = binary(OpKind::kMultiply, y, param(scale));
+  if (v.bias) y = binary(OpKind::kAdd, param(bias), y);
+  if (v.mean_also_returned) b.ret({y, mu});
+  else b.ret({y});
+  return m;
+}
+
+struct NormCall {
+  std::string target;  // "" when the chain is still there
+  size_t operands = 0;
+  size_t ops = 0;  // ops left in main (the call and the return, when it replaced the chain)
+};
+
+// The call that replaced the chain, if any, after the pass and dce.
+NormCall norm_call(const NormVariant& v) {
+  ir::Module m = norm_module(v);
+  EXPECT_TRUE(ir::verify(m).ok()) << ir::verify(m).to_string() << ir::print_module(m);
+  EXPECT_TRUE(recognize_norms(m).ok());
+  EXPECT_TRUE(drop_dead_ops(m).ok());
+  EXPECT_TRUE(ir::verify(m).ok()) << ir::print_module(m);
+  NormCall got;
+  got.ops = m.funcs[0].entry().ops.size();
+  ir::walk(m.funcs[0].body, [&](const ir::Op& op) {
+    if (op.kind != OpKind::kCustomCall) return;
+    got.target = op.get_string("call_target_name");
+    got.operands = op.operands.size();
+    EXPECT_EQ(op.operands[0].id, m.funcs[0].args()[0].id);
+    const auto* eps = op.attr<ir::FloatAttr>("epsilon");
+    ASSERT_NE(eps, nullptr);
+    EXPECT_FLOAT_EQ(static_cast<float>(eps->value), 1e-5f);
+    EXPECT_EQ(op.get_bool("has_scale"), v.scale);
+    if (op.operands.size() > 1) EXPECT_EQ(op.operands[1].id, m.funcs[0].args()[v.scale ? 1 : 2].id);
+  });
+  return got;
+}
+
+// The chain became one call of `target` with `operands` operands, and nothing else is left.
+void expect_norm_call(const NormVariant& v, const std::string& target, size_t operands) {
+  NormCall got = norm_call(v);
+  EXPECT_EQ(got.target, target);
+  EXPECT_EQ(got.operands, operands);
+  EXPECT_EQ(got.ops, 2u);
+}
+
+TEST(Norms, JaxsChainsBecomeOneCall) {
+  expect_norm_call({}, kLayerNormTarget, 3);
+  expect_norm_call({.kind = NormVariant::kFlax}, kLayerNormTarget, 3);
+  expect_norm_call({.scale = false}, kLayerNormTarget, 2);
+  expect_norm_call({.bias = false}, kLayerNormTarget, 2);
+  expect_norm_call({.scale = false, .bias = false}, kLayerNormTarget, 1);
+  expect_norm_call({.kind = NormVariant::kRms, .bias = false}, kRmsNormTarget, 2);
+  expect_norm_call({.kind = NormVariant::kRms, .scale = false, .bias = false}, kRmsNormTarget, 1);
+  expect_norm_call({.shape = {8}}, kLayerNormTarget, 3);
+  expect_norm_call({.shape = {1, 1, 8}}, kLayerNormTarget, 3);
+}
+
+TEST(Norms, LookalikesStayAsTheyAre) {
+  EXPECT_EQ(norm_call({.mean_count = 7}).target, "");  // jnp.var(ddof=1)
+  EXPECT_EQ(norm_call({.scale = false, .bias = false, .shape = {8, 3, 8},
+                       .reduce_first_dim = true}).target, "");
+  EXPECT_EQ(norm_call({.mean_also_returned = true}).target, "");  // training keeps the mean
+  EXPECT_EQ(norm_call({.second_mean_of_scale_free = true}).target, "");
+  EXPECT_EQ(norm_call({.type = ir::ElementType::kF16}).target, "");
+  // MLX's RMS norm has no bias: the add stays after the call.
+  NormCall rms_bias = norm_call({.kind = NormVariant::kRms, .scale = false});
+  EXPECT_EQ(rms_bias.target, kRmsNormTarget);
+  EXPECT_GT(rms_bias.ops, 2u);
 }
 
 // ---- dce --------------------------------------------------------------------------------------

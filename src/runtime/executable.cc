@@ -34,11 +34,13 @@
 #include "mlx/primitives.h"
 #include "mlx/scheduler.h"
 #include "passes/argminmax.h"
-#include "passes/dce.h"
-#include "passes/softmax.h"
+#include "passes/chain_match.h"
 #include "passes/contract_fma.h"
+#include "passes/dce.h"
 #include "passes/fold_tuples.h"
+#include "passes/norms.h"
 #include "passes/passes.h"
+#include "passes/softmax.h"
 #include "runtime/executable.h"
 #include "runtime/memory_governor.h"
 
@@ -158,7 +160,8 @@ class TraceModeScope {
 bool traceable_custom_call(const ir::Op& op) {
   std::string_view target = op.get_string("call_target_name");
   return target == passes::kArgmaxTarget || target == passes::kArgminTarget ||
-         target == passes::kSoftmaxTarget;
+         target == passes::kSoftmaxTarget || target == passes::kLayerNormTarget ||
+         target == passes::kRmsNormTarget;
 }
 
 using CompiledFn = std::function<std::vector<mx::array>(const std::vector<mx::array>&)>;
@@ -366,6 +369,8 @@ Status ExecutableImpl::init() {
                                        passes::xla_cpu_contracts_f16()));
   RETURN_IF_ERROR(passes::recognize_argminmax(module_));
   RETURN_IF_ERROR(passes::recognize_softmax(module_));
+  if (passes::fast_kernels_enabled(worker_->info().is_gpu))
+    RETURN_IF_ERROR(passes::recognize_norms(module_));
   RETURN_IF_ERROR(passes::drop_dead_ops(module_));
   ir::Func* entry = module_.find_func("main");
   if (entry == nullptr) return invalid_argument("the module has no @main function");

@@ -1,0 +1,68 @@
+// Lowering rules: jaxmlx.layer_norm and jaxmlx.rms_norm, jax's f32 norm chains over the last dim
+// as recognized by passes/norms.h (see there for the semantics kept): MLX's fused normalization
+// kernels (on the CPU MLX composes them from primitives).
+#include <cstring>
+#include <optional>
+
+#include "lower/shape_util.h"
+#include "mlx/fast.h"
+#include "passes/norms.h"
+
+namespace jaxmlx::lower {
+namespace {
+
+using namespace shape_util;
+
+// The operands' shared checks; the epsilon, or an error.
+StatusOr<float> norm_epsilon(LowerContext& ctx, const ir::Op& op, const Values& in,
+                             size_t operands) {
+  const auto* eps = op.attr<ir::FloatAttr>("epsilon");
+  if (in.size() != operands || op.results.size() != 1 || eps == nullptr ||
+      eps->type != ir::ElementType::kF32)
+    return ctx.malformed(op, "norm operands");
+  const ir::Type& t = operand_type(op, 0);
+  if (!is_static(t) || t.dtype != ir::ElementType::kF32 || t.rank() < 1)
+    return ctx.malformed(op, "norm of a static f32 tensor");
+  for (size_t i = 1; i < operands; ++i) {
+    const ir::Type& p = operand_type(op, i);
+    if (p.rank() != 1 || p.dims[0] != t.dims.back() || p.dtype != ir::ElementType::kF32)
+      return ctx.malformed(op, "norm scale/bias of the last dim's size");
+  }
+  const auto bits = static_cast<uint32_t>(eps->bits);
+  float f = 0;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+StatusOr<Values> lower_layer_norm(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  const bool has_scale = op.get_bool("has_scale"), has_bias = op.get_bool("has_bias");
+  ASSIGN_OR_RETURN(float eps, norm_epsilon(ctx, op, in, 1 + has_scale + has_bias));
+  const ir::Type& t = operand_type(op, 0);
+  // Centred with jax's mean (the sum divided by N) first: MLX's Metal kernel computes the
+  // variance in one pass (E[x^2] - E[x]^2), which for centred values is the two-pass variance
+  // jax computes to rounding, and otherwise loses digits when the mean dwarfs the spread.
+  mx::array mean = mx::divide(mx::sum(in[0], -1, /*keepdims=*/true),
+                              mx::array(static_cast<float>(t.dims.back())));
+  mx::array centred = mx::subtract(in[0], mean);
+  std::optional<mx::array> scale, bias;
+  if (has_scale) scale = in[1];
+  if (has_bias) bias = in[has_scale ? 2 : 1];
+  return Values{mx::fast::layer_norm(centred, scale, bias, eps)};
+}
+
+StatusOr<Values> lower_rms_norm(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  const bool has_scale = op.get_bool("has_scale");
+  ASSIGN_OR_RETURN(float eps, norm_epsilon(ctx, op, in, 1 + has_scale));
+  std::optional<mx::array> scale;
+  if (has_scale) scale = in[1];
+  return Values{mx::fast::rms_norm(in[0], scale, eps)};
+}
+
+}  // namespace
+
+void register_norms(Registry& r) {
+  r.add_custom_call(passes::kLayerNormTarget, lower_layer_norm);
+  r.add_custom_call(passes::kRmsNormTarget, lower_rms_norm);
+}
+
+}  // namespace jaxmlx::lower

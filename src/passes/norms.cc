@@ -1,0 +1,315 @@
+// norms: see norms.h for the patterns and why.
+#include "passes/norms.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "passes/chain_match.h"
+
+namespace jaxmlx::passes {
+namespace {
+
+using ir::OpKind;
+using Ops = std::vector<const ir::Op*>;
+
+struct Norm {
+  bool layer = false;  // layer norm, else RMS norm
+  ir::Value x;
+  std::optional<ir::Value> scale, bias;
+  uint32_t eps_bits = 0;
+};
+
+// The reciprocal of the norm: rsqrt(MEAN(%sq) + eps), and the scale multiplied into it (flax).
+struct Reciprocal {
+  ir::Value squares;  // what MEAN averages
+  uint32_t eps_bits = 0;
+  std::optional<ir::Value> scale;
+};
+
+class Matcher : public ChainMatcher {
+ public:
+  using ChainMatcher::ChainMatcher;
+
+  // The norm whose last op is `op`; `ops` gets the other ops the call replaces.
+  std::optional<Norm> match(const ir::Op& op, Ops& ops) const {
+    if (op.operands.size() != 2 || op.results.size() != 1 || !op.regions.empty())
+      return std::nullopt;
+    const ir::Value& y = op.results[0];
+    if (!is_f32_tensor(y) || y.type->has_dynamic_dims() || y.type->rank() < 1 ||
+        y.type->num_elements() <= 0)
+      return std::nullopt;
+    std::optional<Norm> n;
+    if (op.kind == OpKind::kAdd) {  // the bias
+      for (int i = 0; i < 2 && !n; ++i) {
+        const size_t mark = ops.size();
+        std::optional<ir::Value> bias = param(op.operands[1 - i], y, ops);
+        const ir::Op* inner = bias ? def(op.operands[i]) : nullptr;
+        if (inner != nullptr && inner->kind == OpKind::kMultiply) {
+          add(inner, ops);
+          n = scaled(*inner, ops);
+        }
+        if (n && n->layer) n->bias = bias;
+        else n.reset(), ops.resize(mark);
+      }
+    } else if (op.kind == OpKind::kMultiply) {
+      n = scaled(op, ops);
+    }
+    if (n && !self_contained(op, ops)) return std::nullopt;
+    return n;
+  }
+
+ private:
+  static void add(const ir::Op* op, Ops& ops) {
+    if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
+  }
+
+  // Adds the ops from `v` back to (not including) the op defining `source`.
+  void add_chain(const ir::Value& v, const ir::Value& source, Ops& ops) const {
+    for (ir::Value cur = v; !(cur == source);) {
+      const ir::Op* op = def(cur);
+      add(op, ops);
+      cur = op->operands[0];
+    }
+  }
+
+  // Whether every value the replaced ops define is read by them or by `root` alone.
+  bool self_contained(const ir::Op& root, const Ops& ops) const {
+    std::unordered_map<uint32_t, int> reads;
+    for (const ir::Value& v : root.operands) ++reads[v.id];
+    for (const ir::Op* o : ops)
+      for (const ir::Value& v : o->operands) ++reads[v.id];
+    for (const ir::Op* o : ops)
+      for (const ir::Value& r : o->results)
+        if (uses(r) != reads[r.id]) return false;
+    return true;
+  }
+
+  static std::vector<int64_t> last_dim(const ir::Value& x) { return {x.type->rank() - 1}; }
+
+  // BACK(v) along the last dim of `x`: the value it starts from.
+  std::optional<ir::Value> back(const ir::Value& v, const ir::Value& x, Ops& ops) const {
+    std::optional<ir::Value> s = back_source(v, x);
+    if (!s || !back_is_exact(v, *s, last_dim(x), x)) return std::nullopt;
+    add_chain(v, *s, ops);
+    return s;
+  }
+
+  // PARAM(p): `v` is a 1-D f32 %p of x's last dim size, taken along the last dim.
+  std::optional<ir::Value> param(const ir::Value& v, const ir::Value& x, Ops& ops) const {
+    std::optional<ir::Value> p = back_source(v, x);
+    if (!p || !is_f32_tensor(*p) || p->type->rank() != 1 ||
+        p->type->dims[0] != x.type->dims.back())
+      return std::nullopt;
+    std::vector<int64_t> others(static_cast<size_t>(x.type->rank() - 1));
+    for (size_t i = 0; i < others.size(); ++i) others[i] = static_cast<int64_t>(i);
+    if (!back_is_exact(v, *p, others, x)) return std::nullopt;
+    add_chain(v, *p, ops);
+    return p;
+  }
+
+  // MEAN(a) defining `m`, a of x's type: a.
+  std::optional<ir::Value> mean_of(const ir::Value& m, const ir::Value& x, Ops& ops) const {
+    const ir::Op* div = single(m, OpKind::kDivide, 2);
+    if (div == nullptr || !is_f32_tensor(m)) return std::nullopt;
+    const ir::Type& xt = *x.type;
+    const ir::Type& mt = *m.type;
+    if (mt.rank() != xt.rank() || mt.dims.back() != 1 ||
+        !std::equal(xt.dims.begin(), xt.dims.end() - 1, mt.dims.begin()))
+      return std::nullopt;
+    const float n = static_cast<float>(xt.dims.back());
+    uint32_t n_bits = 0;
+    std::memcpy(&n_bits, &n, 4);
+    if (f32_splat_bits(div->operands[1]) != n_bits) return std::nullopt;
+    // K: from the reduce's result to the keepdims shape.
+    ir::Value red = div->operands[0];
+    for (int steps = 0;; ++steps) {
+      const ir::Op* k = def(red);
+      if (k == nullptr || steps > 4) return std::nullopt;
+      if (k->kind == OpKind::kReduce && k->operands.size() == 2) break;
+      if ((k->kind != OpKind::kBroadcastInDim && k->kind != OpKind::kReshape) ||
+          k->operands.size() != 1 || k->results.size() != 1)
+        return std::nullopt;
+      red = k->operands[0];
+    }
+    const ir::Value& a = def(red)->operands[0];
+    if (a.type == nullptr || *a.type != xt) return std::nullopt;
+    if (reduce_of(red, a, OpKind::kAdd, 0u) != last_dim(x)) return std::nullopt;
+    // The keepdims chain must keep the reduce's elements in order: check it against a value of
+    // m's type (x with the last dim 1).
+    if (!back_is_exact(div->operands[0], red, last_dim(m), m)) return std::nullopt;
+    add(div, ops);
+    add_chain(div->operands[0], red, ops);
+    add(def(red), ops);
+    return a;
+  }
+
+  // `w` is BACK(rsqrt(add(MEAN(%sq), eps))), or that times PARAM(%scale) (either order).
+  std::optional<Reciprocal> reciprocal(const ir::Value& w, const ir::Value& x, Ops& ops) const {
+    const size_t mark = ops.size();
+    std::optional<Reciprocal> rec;
+    if (std::optional<ir::Value> r = back(w, x, ops)) rec = rsqrt_of(*r, x, ops);
+    if (rec) return rec;
+    ops.resize(mark);
+    const ir::Op* mul = single(w, OpKind::kMultiply, 2);
+    if (mul == nullptr) return std::nullopt;
+    for (int i = 0; i < 2; ++i) {
+      std::optional<ir::Value> scale = param(mul->operands[1 - i], x, ops);
+      std::optional<ir::Value> r = scale ? back(mul->operands[i], x, ops) : std::nullopt;
+      if (r) rec = rsqrt_of(*r, x, ops);
+      if (rec) {
+        add(mul, ops);
+        rec->scale = scale;
+        return rec;
+      }
+      ops.resize(mark);
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Reciprocal> rsqrt_of(const ir::Value& r, const ir::Value& x, Ops& ops) const {
+    const ir::Op* rs = single(r, OpKind::kRsqrt, 1);
+    const ir::Op* sum = rs ? single(rs->operands[0], OpKind::kAdd, 2) : nullptr;
+    if (sum == nullptr) return std::nullopt;
+    for (int i = 0; i < 2; ++i) {
+      std::optional<uint32_t> eps = f32_splat_bits(sum->operands[1 - i]);
+      if (!eps) continue;
+      std::optional<ir::Value> sq = mean_of(sum->operands[i], x, ops);
+      if (!sq) return std::nullopt;
+      add(rs, ops);
+      add(sum, ops);
+      return Reciprocal{*sq, *eps, std::nullopt};
+    }
+    return std::nullopt;
+  }
+
+  // `c` = subtract(x, BACK(MEAN(x))): x.
+  std::optional<ir::Value> centred(const ir::Value& c, Ops& ops) const {
+    const ir::Op* sub = single(c, OpKind::kSubtract, 2);
+    if (sub == nullptr) return std::nullopt;
+    const ir::Value& x = sub->operands[0];
+    if (x.type == nullptr || !is_f32_tensor(c) || *x.type != *c.type) return std::nullopt;
+    std::optional<ir::Value> m = back(sub->operands[1], x, ops);
+    if (!m || mean_of(*m, x, ops) != x) return std::nullopt;
+    add(sub, ops);
+    return x;
+  }
+
+  // multiply(%y, PARAM(%scale)) of a norm without a scale, or the norm itself.
+  std::optional<Norm> scaled(const ir::Op& mul, Ops& ops) const {
+    const ir::Value& y = mul.results[0];
+    for (int i = 0; i < 2; ++i) {
+      const size_t mark = ops.size();
+      std::optional<ir::Value> scale = param(mul.operands[1 - i], y, ops);
+      const ir::Op* inner = scale ? single(mul.operands[i], OpKind::kMultiply, 2) : nullptr;
+      std::optional<Norm> n;
+      if (inner != nullptr) {
+        add(inner, ops);
+        n = core(*inner, ops);
+      }
+      if (n && !n->scale) {
+        n->scale = scale;
+        return n;
+      }
+      ops.resize(mark);
+    }
+    return core(mul, ops);
+  }
+
+  // multiply(%c, W) (layer norm) or multiply(%x, W) (RMS norm), W a Reciprocal.
+  std::optional<Norm> core(const ir::Op& mul, Ops& ops) const {
+    const ir::Value& y = mul.results[0];
+    for (int i = 0; i < 2; ++i) {
+      const size_t mark = ops.size();
+      const ir::Value& c = mul.operands[i];
+      if (c.type == nullptr || *c.type != *y.type) continue;
+      std::optional<Reciprocal> rec = reciprocal(mul.operands[1 - i], y, ops);
+      if (!rec) continue;
+      const ir::Op* sq = single(rec->squares, OpKind::kMultiply, 2);
+      if (sq != nullptr && sq->operands[0] == sq->operands[1]) {
+        add(sq, ops);
+        Norm n;
+        n.eps_bits = rec->eps_bits;
+        n.scale = rec->scale;
+        const ir::Value& s = sq->operands[0];
+        // Layer norm: both centred values are x - BACK(the same mean).
+        const size_t squared = ops.size();
+        std::optional<ir::Value> x1 = centred(c, ops);
+        std::optional<ir::Value> x2 = x1 ? centred(s, ops) : std::nullopt;
+        if (x1 && x2 && *x1 == *x2 && same_mean(c, s)) {
+          n.layer = true;
+          n.x = *x1;
+          return n;
+        }
+        ops.resize(squared);
+        if (s == c) {  // RMS norm: x * BACK(rsqrt(mean(x * x) + eps))
+          n.x = c;
+          return n;
+        }
+      }
+      ops.resize(mark);
+    }
+    return std::nullopt;
+  }
+
+  // Whether the subtracts defining `a` and `b` (centred) subtract BACK chains of one mean.
+  bool same_mean(const ir::Value& a, const ir::Value& b) const {
+    std::optional<ir::Value> ma = back_source(def(a)->operands[1], def(a)->operands[0]);
+    std::optional<ir::Value> mb = back_source(def(b)->operands[1], def(b)->operands[0]);
+    return ma && mb && *ma == *mb;
+  }
+};
+
+ir::Op make_call(const ir::Op& root, const Norm& n) {
+  ir::Op call;
+  call.kind = OpKind::kCustomCall;
+  call.operands = {n.x};
+  if (n.scale) call.operands.push_back(*n.scale);
+  if (n.bias) call.operands.push_back(*n.bias);
+  call.results = root.results;
+  call.loc = root.loc;
+  call.set_attr("call_target_name",
+                ir::StringAttr{n.layer ? kLayerNormTarget : kRmsNormTarget});
+  float eps = 0;
+  std::memcpy(&eps, &n.eps_bits, 4);
+  call.set_attr("epsilon", ir::FloatAttr{n.eps_bits, ir::ElementType::kF32, eps});
+  call.set_attr("has_scale", n.scale.has_value());
+  if (n.layer) call.set_attr("has_bias", n.bias.has_value());
+  return call;
+}
+
+// Walks each block backwards, so that a chain's last op is matched before the ops inside it
+// (a layer norm's unscaled product is itself a norm); those are then skipped.
+void rewrite_region(ir::Region& r, const Matcher& m, std::unordered_set<const ir::Op*>& used) {
+  for (ir::Block& b : r.blocks)
+    for (size_t i = b.ops.size(); i-- > 0;) {
+      ir::Op& op = b.ops[i];
+      for (ir::Region& nested : op.regions) rewrite_region(nested, m, used);
+      if (used.count(&op)) continue;
+      Ops ops;
+      std::optional<Norm> n = m.match(op, ops);
+      if (!n) continue;
+      used.insert(ops.begin(), ops.end());
+      op = make_call(op, *n);
+    }
+}
+
+}  // namespace
+
+Status recognize_norms(ir::Module& m) {
+  for (ir::Func& f : m.funcs) {
+    // The replaced ops stay in place (dead, dropped by passes/dce.h); a call keeps the root's
+    // result ids, so the definitions map stays valid; use counts go stale only for values the
+    // replaced ops read, which later matches see as read elsewhere (no match, never a wrong one).
+    Matcher matcher(f);
+    std::unordered_set<const ir::Op*> used;
+    rewrite_region(f.body, matcher, used);
+  }
+  return Status();
+}
+
+}  // namespace jaxmlx::passes
