@@ -1,5 +1,5 @@
-// Lowering rules: jaxmlx.layer_norm and jaxmlx.rms_norm, jax's f32 norm chains over the last dim
-// as recognized by passes/norms.h (see there for the semantics kept): MLX's fused normalization
+// Lowering rules: jaxmlx.layer_norm and jaxmlx.rms_norm, jax's norm chains over the last dim (f32;
+// RMS norms of bf16/f16 computed in f32 too) as recognized by passes/norms.h (see there for the semantics kept): MLX's fused normalization
 // kernels (on the CPU MLX composes them from primitives).
 #include <cstring>
 #include <optional>
@@ -21,12 +21,14 @@ StatusOr<float> norm_epsilon(LowerContext& ctx, const ir::Op& op, const Values& 
       eps->type != ir::ElementType::kF32)
     return ctx.malformed(op, "norm operands");
   const ir::Type& t = operand_type(op, 0);
-  if (!is_static(t) || t.dtype != ir::ElementType::kF32 || t.rank() < 1)
-    return ctx.malformed(op, "norm of a static f32 tensor");
+  const bool low = t.dtype == ir::ElementType::kBF16 || t.dtype == ir::ElementType::kF16;
+  if (!is_static(t) || t.rank() < 1 || (t.dtype != ir::ElementType::kF32 && !low) ||
+      (low && op.get_string("call_target_name") != passes::kRmsNormTarget))
+    return ctx.malformed(op, "norm of a static f32 tensor (or bf16/f16 for an RMS norm)");
   for (size_t i = 1; i < operands; ++i) {
     const ir::Type& p = operand_type(op, i);
-    if (p.rank() != 1 || p.dims[0] != t.dims.back() || p.dtype != ir::ElementType::kF32)
-      return ctx.malformed(op, "norm scale/bias of the last dim's size");
+    if (p.rank() != 1 || p.dims[0] != t.dims.back() || p.dtype != t.dtype)
+      return ctx.malformed(op, "norm scale/bias of the input's type and last dim's size");
   }
   const auto bits = static_cast<uint32_t>(eps->bits);
   float f = 0;

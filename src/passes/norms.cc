@@ -37,14 +37,19 @@ class Matcher : public ChainMatcher {
 
   // The norm whose last op is `op`; `ops` gets the other ops the call replaces.
   std::optional<Norm> match(const ir::Op& op, Ops& ops) const {
-    if (op.operands.size() != 2 || op.results.size() != 1 || !op.regions.empty())
-      return std::nullopt;
+    if (op.results.size() != 1 || !op.regions.empty()) return std::nullopt;
     const ir::Value& y = op.results[0];
-    if (!is_f32_tensor(y) || y.type->has_dynamic_dims() || y.type->rank() < 1 ||
-        y.type->num_elements() <= 0)
+    if (y.type == nullptr || !y.type->is_tensor || !y.type->ranked ||
+        y.type->has_dynamic_dims() || y.type->rank() < 1 || y.type->num_elements() <= 0)
       return std::nullopt;
     std::optional<Norm> n;
-    if (op.kind == OpKind::kAdd) {  // the bias
+    if (y.type->dtype == ir::ElementType::kBF16 || y.type->dtype == ir::ElementType::kF16) {
+      n = low_precision_rms(op, ops);
+    } else if (!is_f32_tensor(y)) {
+      return std::nullopt;
+    } else if (op.operands.size() != 2) {
+      return std::nullopt;
+    } else if (op.kind == OpKind::kAdd) {  // the bias
       for (int i = 0; i < 2 && !n; ++i) {
         const size_t mark = ops.size();
         std::optional<ir::Value> bias = param(op.operands[1 - i], y, ops);
@@ -99,10 +104,11 @@ class Matcher : public ChainMatcher {
     return s;
   }
 
-  // PARAM(p): `v` is a 1-D f32 %p of x's last dim size, taken along the last dim.
+  // PARAM(p): `v` is a 1-D %p of x's element type and last dim size, taken along the last dim.
   std::optional<ir::Value> param(const ir::Value& v, const ir::Value& x, Ops& ops) const {
     std::optional<ir::Value> p = back_source(v, x);
-    if (!p || !is_f32_tensor(*p) || p->type->rank() != 1 ||
+    if (!p || p->type == nullptr || !p->type->is_tensor || !p->type->ranked ||
+        p->type->dtype != x.type->dtype || p->type->rank() != 1 ||
         p->type->dims[0] != x.type->dims.back())
       return std::nullopt;
     std::vector<int64_t> others(static_cast<size_t>(x.type->rank() - 1));
@@ -197,6 +203,38 @@ class Matcher : public ChainMatcher {
     if (!m || mean_of(*m, x, ops) != x) return std::nullopt;
     add(sub, ops);
     return x;
+  }
+
+  // A bf16/f16 RMS norm computed in f32 (Llama's): multiply(convert(%z), PARAM(%scale)) or
+  // convert(%z), %z an unscaled f32 RMS norm of convert(%x), %x and %scale of the result's type.
+  // MLX's kernel computes the same: the f32 product rounded to the type, times the scale.
+  std::optional<Norm> low_precision_rms(const ir::Op& op, Ops& ops) const {
+    const ir::Value& y = op.results[0];
+    std::optional<ir::Value> scale;
+    const ir::Op* down = nullptr;
+    if (op.kind == OpKind::kConvert && op.operands.size() == 1) {
+      down = &op;
+    } else if (op.kind == OpKind::kMultiply && op.operands.size() == 2) {
+      for (int i = 0; i < 2 && down == nullptr; ++i) {
+        const size_t mark = ops.size();
+        scale = param(op.operands[1 - i], y, ops);
+        down = scale ? single(op.operands[i], OpKind::kConvert, 1) : nullptr;
+        if (down != nullptr) add(down, ops);
+        else scale.reset(), ops.resize(mark);
+      }
+    }
+    const ir::Op* z = down ? single(down->operands[0], OpKind::kMultiply, 2) : nullptr;
+    if (z == nullptr || !is_f32_tensor(z->results[0])) return std::nullopt;
+    add(z, ops);
+    std::optional<Norm> n = core(*z, ops);
+    if (!n || n->layer || n->scale) return std::nullopt;
+    const ir::Op* up = single(n->x, OpKind::kConvert, 1);
+    if (up == nullptr || up->operands[0].type == nullptr || *up->operands[0].type != *y.type)
+      return std::nullopt;
+    add(up, ops);
+    n->x = up->operands[0];
+    n->scale = scale;
+    return n;
   }
 
   // multiply(%y, PARAM(%scale)) of a norm without a scale, or the norm itself.

@@ -16,6 +16,11 @@
 //   RMS norm:    %r = rsqrt(add(MEAN(multiply(%x, %x)), eps))
 //                %y = multiply(%x, BACK(%r))   [multiply(%y, PARAM(%scale))]
 //     ==> custom_call @jaxmlx.rms_norm(%x[, %scale]) {epsilon, has_scale}
+//   bf16/f16 RMS norm computed in f32 (Llama's):
+//                %z = the f32 RMS norm above (unscaled) of convert(%x)
+//                %y = convert(%z) to %x's type   [multiply(%y, PARAM(%scale))]
+//     ==> custom_call @jaxmlx.rms_norm(%x[, %scale]) {epsilon, has_scale}   (MLX's kernel rounds
+//         the f32 product to the type, then multiplies by the scale: the same computation)
 //
 // Multiplies and adds match in either operand order; BACK is a keepdims broadcast chain
 // (chain_match.h) checked dim by dim. A chain whose intermediates are read outside it is left

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -510,6 +511,7 @@ struct NormVariant {
   bool scale = true, bias = true;
   std::vector<int64_t> shape = {2, 3, 8};
   ir::ElementType type = ir::ElementType::kF32;
+  std::optional<ir::ElementType> io;  // kRms: x, scale and result of this type, computed in `type`
   // Lookalikes:
   float mean_count = 0;          // divide the variance's sum by this (0: the last dim's size)
   bool reduce_first_dim = false;  // the mean over dim 0
@@ -534,9 +536,13 @@ ir::Module norm_module(const NormVariant& v) {
   const ir::Type* r_t = m.types().tensor(v.type, kept_shape);
   const ir::Type* k_t = m.types().tensor(v.type, keep_shape);
   const ir::Type* scalar = m.types().tensor(v.type, {});
-  b.f->arg_types = {x_t, p_t, p_t};
+  const bool convert = v.io.has_value();
+  const ir::Type* io_t = m.types().tensor(v.io.value_or(v.type), v.shape);
+  const ir::Type* io_p_t = m.types().tensor(v.io.value_or(v.type), {v.shape.back()});
+  b.f->arg_types = {convert ? io_t : x_t, convert ? io_p_t : p_t, p_t};
   for (int i = 0; i < 3; ++i) b.f->body.blocks[0].args[i].type = b.f->arg_types[i];
-  b.f->result_types = std::vector<const ir::Type*>(v.mean_also_returned ? 2 : 1, x_t);
+  b.f->result_types = std::vector<const ir::Type*>(v.mean_also_returned ? 2 : 1,
+                                                   convert ? io_t : x_t);
   if (v.mean_also_returned) b.f->result_types[1] = k_t;
   ir::Value x = b.f->args()[0], scale = b.f->args()[1], bias = b.f->args()[2];
   auto typed = &Builder::typed;
@@ -560,8 +566,8 @@ ir::Module norm_module(const NormVariant& v) {
   auto param = [&](ir::Value p) {
     std::vector<int64_t> ones(v.shape.size(), 1);
     ones.back() = v.shape.back();
-    const ir::Type* o_t = m.types().tensor(v.type, ones);
-    return bcast(bcast(p, {rank - 1}, o_t), all, x_t);
+    const ir::Type* o_t = m.types().tensor(p.type->dtype, ones);
+    return bcast(bcast(p, {rank - 1}, o_t), all, m.types().tensor(p.type->dtype, v.shape));
   };
   const float n = static_cast<float>(v.shape[last]);
   ir::Value y, mu;
@@ -572,7 +578,9 @@ ir::Module norm_module(const NormVariant& v) {
     return bcast(r, all, x_t);
   };
   if (v.kind == NormVariant::kRms) {
+    if (convert) x = typed(b.op(OpKind::kConvert, {x}, 1), x_t);
     y = binary(OpKind::kMultiply, x, reciprocal(binary(OpKind::kMultiply, x, x)));
+    if (convert) y = typed(b.op(OpKind::kConvert, {y}, 1), io_t);
   } else {
     mu = mean(x, n);
     ir::Value c = binary(OpKind::kSubtract, x, bcast(mu, all, x_t));
@@ -634,6 +642,10 @@ TEST(Norms, JaxsChainsBecomeOneCall) {
   expect_norm_call({.scale = false, .bias = false}, kLayerNormTarget, 1);
   expect_norm_call({.kind = NormVariant::kRms, .bias = false}, kRmsNormTarget, 2);
   expect_norm_call({.kind = NormVariant::kRms, .scale = false, .bias = false}, kRmsNormTarget, 1);
+  expect_norm_call({.kind = NormVariant::kRms, .bias = false, .io = ir::ElementType::kBF16},
+                   kRmsNormTarget, 2);
+  expect_norm_call({.kind = NormVariant::kRms, .scale = false, .bias = false,
+                    .io = ir::ElementType::kF16}, kRmsNormTarget, 1);
   expect_norm_call({.shape = {8}}, kLayerNormTarget, 3);
   expect_norm_call({.shape = {1, 1, 8}}, kLayerNormTarget, 3);
 }

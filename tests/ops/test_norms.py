@@ -73,6 +73,22 @@ def test_rms_norm():
   check(lambda x: rms_norm(x, 1.0), rows(), rtol=1e-5, atol=3e-5)
 
 
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, np.float16], ids=["bf16", "f16"])
+def test_low_precision_rms_norm_computed_in_f32(dtype):
+  # Llama's: the f32 norm rounded to the input's type, times the scale (MLX's kernel too).
+  def llama_rms(x, w):
+    x32 = x.astype(jnp.float32)
+    y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), -1, keepdims=True) + 1e-5)
+    return y.astype(x.dtype) * w
+
+  x = rows()
+  x[1, 4, :] = 3e4  # squares overflow f16 but not the f32 they are computed in
+  x = x.astype(dtype)
+  w = params()[0].astype(dtype)
+  check(lambda x, w: llama_rms(x, w), x, w)
+  check(lambda x: llama_rms(x, jnp.ones((), x.dtype)).astype(jnp.float32), x)
+
+
 @pytest.mark.parametrize("shape", [(D,), (1, D), (2, 1, 3, D)], ids=str)
 def test_norm_shapes(shape):
   x = rand(np.float32, shape, 63, scale=2.0)
