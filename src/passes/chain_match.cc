@@ -10,6 +10,11 @@ namespace jaxmlx::passes {
 
 using ir::OpKind;
 
+bool recognizers_enabled() {
+  const char* v = std::getenv("JAXMLX_RECOGNIZE");
+  return v == nullptr || std::string_view(v) != "0";
+}
+
 bool fast_kernels_enabled(bool on_gpu) {
   const char* v = std::getenv("JAXMLX_FAST_KERNELS");
   if (v == nullptr || *v == '\0') return on_gpu;

@@ -16,6 +16,10 @@
 
 namespace jaxmlx::passes {
 
+// The recognizers' off switch (argminmax.h, softmax.h, norms.h): JAXMLX_RECOGNIZE=0 runs jax's
+// op chains as emitted (to tell whether a recognizer changes a result); read at each compile.
+bool recognizers_enabled();
+
 // Whether the chains MLX has fused GPU kernels for (norms.h) are rewritten into them:
 // JAXMLX_FAST_KERNELS, read at each compile: "1" on, "0" off; unset: on a GPU only (on the CPU
 // MLX composes those kernels from the same primitives jax's chain has).

@@ -367,10 +367,12 @@ Status ExecutableImpl::init() {
   RETURN_IF_ERROR(passes::fold_tuples(module_));
   RETURN_IF_ERROR(passes::contract_fma(module_, passes::fma_contraction_mode(),
                                        passes::xla_cpu_contracts_f16()));
-  RETURN_IF_ERROR(passes::recognize_argminmax(module_));
-  RETURN_IF_ERROR(passes::recognize_softmax(module_));
-  if (passes::fast_kernels_enabled(worker_->info().is_gpu))
-    RETURN_IF_ERROR(passes::recognize_norms(module_));
+  if (passes::recognizers_enabled()) {
+    RETURN_IF_ERROR(passes::recognize_argminmax(module_));
+    RETURN_IF_ERROR(passes::recognize_softmax(module_));
+    if (passes::fast_kernels_enabled(worker_->info().is_gpu))
+      RETURN_IF_ERROR(passes::recognize_norms(module_));
+  }
   RETURN_IF_ERROR(passes::drop_dead_ops(module_));
   ir::Func* entry = module_.find_func("main");
   if (entry == nullptr) return invalid_argument("the module has no @main function");

@@ -2,7 +2,8 @@
 MLX's fused normalization kernels, src/lower/norms.cc) against jax's CPU backend.
 
 The pass runs by default on a GPU only (MLX has no CPU kernel for them), so every case runs with
-JAXMLX_FAST_KERNELS=1 (the rewrite, on whatever device this is) and =0 (jax's own chain). The
+JAXMLX_FAST_KERNELS=1 (the rewrite, on whatever device this is), =0 (jax's own chain) and with
+every recognizer off (JAXMLX_RECOGNIZE=0: jax's own chain though the kernels are asked for). The
 rows: moderate values, a NaN, a constant row (zero variance: the result is the bias), a mean 30x
 the spread, values whose squares overflow (variance +inf), zeros.
 """
@@ -20,9 +21,11 @@ from tests.ops.harness import check
 D = 64
 
 
-@pytest.fixture(params=["1", "0"], ids=["fast", "chain"], autouse=True)
+@pytest.fixture(params=["1", "0", "off"], ids=["fast", "chain", "unrecognized"], autouse=True)
 def fast_norms(request, monkeypatch):
-  monkeypatch.setenv("JAXMLX_FAST_KERNELS", request.param)
+  if request.param == "off":  # every recognizer off, the norm kernels asked for
+    monkeypatch.setenv("JAXMLX_RECOGNIZE", "0")
+  monkeypatch.setenv("JAXMLX_FAST_KERNELS", "1" if request.param == "off" else request.param)
   return request.param
 
 

@@ -191,8 +191,17 @@ def test_argmax_argmin(dt, axis):
   check(lambda a: (jnp.argmax(a, axis=axis), jnp.argmin(a, axis=axis)), x)
 
 
+@pytest.fixture(params=["on", "off"])
+def recognizers(request, monkeypatch):
+  """Runs a test with the recognizers (passes/argminmax, softmax, norms) on and with
+  JAXMLX_RECOGNIZE=0 (jax's literal op chains)."""
+  if request.param == "off":
+    monkeypatch.setenv("JAXMLX_RECOGNIZE", "0")
+  return request.param
+
+
 @pytest.mark.parametrize("axis", [0, 1])
-def test_argmax_nan_wins(axis):
+def test_argmax_nan_wins(axis, recognizers):
   x = np.array([[1.0, np.nan, 3.0, np.nan], [np.inf, 2.0, np.inf, -np.inf],
                 [-np.inf, -np.inf, -np.inf, -np.inf], [np.nan, 0.0, -0.0, 0.0],
                 [5.0, 5.0, np.nan, 5.0]], np.float32)
@@ -207,7 +216,7 @@ def test_argmax_lengths(n):
   check(lambda a: (jnp.argmax(a), jnp.argmin(a), jnp.argmax(-jnp.abs(a))), x)
 
 
-def test_argmax_edge_values():
+def test_argmax_edge_values(recognizers):
   x = values(np.float32, (4, 26), 0)
   check(lambda a: (jnp.argmax(a, 1), jnp.argmin(a, 1), jnp.argmax(a, 0), jnp.argmin(a, 0)), x)
 
@@ -372,11 +381,11 @@ def softmax_rows():
 
 
 @pytest.mark.parametrize("axis", [-1, 0, 1, (0, 2), (1, 2), (0, 1, 2)], ids=str)
-def test_softmax_every_axis(axis):
+def test_softmax_every_axis(axis, recognizers):
   check(lambda a: jax.nn.softmax(a, axis=axis), softmax_rows())
 
 
-def test_softmax_in_attention():
+def test_softmax_in_attention(recognizers):
   # Scores masked with -inf (jnp.where), softmax, then the weighted sum: a decoder step.
   q = rand(np.float32, (2, 4, 1, 8), 51)
   k = rand(np.float32, (2, 4, 6, 8), 52)
