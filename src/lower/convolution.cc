@@ -122,15 +122,7 @@ std::optional<mx::array> dilated_kernel_conv(const mx::array& x, const mx::array
       !std::all_of(s.lhs_dil.begin(), s.lhs_dil.end(), one))
     return std::nullopt;
   const int nsp = s.nsp;
-  std::vector<int> axes;
-  mx::Shape lo, hi;
-  for (int d = 0; d < nsp; ++d) {
-    if (s.pad_lo[d] < 0 || s.pad_hi[d] < 0) return std::nullopt;
-    axes.push_back(d + 1);
-    lo.push_back(static_cast<int>(s.pad_lo[d]));
-    hi.push_back(static_cast<int>(s.pad_hi[d]));
-  }
-  mx::array xp = mx::pad(x, axes, lo, hi, mx::zeros({}, x.dtype()));
+  mx::array xp = pad_input(x, s);
   const mx::Shape& xs = xp.shape();
   mx::Strides row(xs.size(), 1);
   for (int i = static_cast<int>(xs.size()) - 2; i >= 0; --i) row[i] = row[i + 1] * xs[i + 1];

@@ -1,6 +1,7 @@
 // Lowering rules: jaxmlx.layer_norm and jaxmlx.rms_norm, jax's norm chains over the last dim (f32;
-// RMS norms of bf16/f16 computed in f32 too) as recognized by passes/norms.h (see there for the semantics kept): MLX's fused normalization
-// kernels (on the CPU MLX composes them from primitives).
+// RMS norms of bf16/f16 computed in f32 too) as recognized by passes/norms.h (see there for the
+// semantics kept): MLX's fused normalization kernels (on the CPU MLX composes them from
+// primitives).
 #include <cstring>
 #include <optional>
 

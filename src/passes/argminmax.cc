@@ -5,17 +5,15 @@
 #include <cstring>
 #include <limits>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
-#include "passes/passes.h"
+#include "passes/chain_match.h"
 
 namespace jaxmlx::passes {
 namespace {
 
 using ir::ElementType;
 using Dir = ir::ComparisonDirection;
-using Defs = std::unordered_map<uint32_t, const ir::Op*>;
 
 // Element types the lowering handles with MLX's argmax / argmin (lower/reduce.cc).
 bool supported(ElementType t) {
@@ -31,10 +29,10 @@ bool supported(ElementType t) {
 }
 
 // The one element of a stablehlo.constant defining `v`, as its raw little-endian bits.
-std::optional<uint64_t> scalar_constant_bits(const Defs& defs, const ir::Value& v) {
-  auto it = defs.find(v.id);
-  if (it == defs.end() || it->second->kind != ir::OpKind::kConstant) return std::nullopt;
-  const auto* d = it->second->attr<ir::DenseElementsAttr>("value");
+std::optional<uint64_t> scalar_constant_bits(const ChainMatcher& m, const ir::Value& v) {
+  const ir::Op* c = m.def(v);
+  if (c == nullptr || c->kind != ir::OpKind::kConstant) return std::nullopt;
+  const auto* d = c->attr<ir::DenseElementsAttr>("value");
   if (d == nullptr || d->type == nullptr || d->num_elements() != 1) return std::nullopt;
   const size_t n = static_cast<size_t>(ir::element_storage_bytes(d->type->dtype));
   if (n == 0 || d->data.size() < n) return std::nullopt;
@@ -142,7 +140,7 @@ bool is_argminmax_body(const ir::Region& body, ElementType t, bool is_max) {
 }
 
 // The custom call replacing `op` when it is jax's argmax / argmin; nullopt otherwise.
-std::optional<ir::Op> match(const ir::Op& op, const Defs& defs, const UseCounts& uses) {
+std::optional<ir::Op> match(const ir::Op& op, const ChainMatcher& m) {
   if (op.kind != ir::OpKind::kReduce || op.operands.size() != 4 || op.results.size() != 2 ||
       op.regions.size() != 1)
     return std::nullopt;
@@ -161,13 +159,13 @@ std::optional<ir::Op> match(const ir::Op& op, const Defs& defs, const UseCounts&
   const int value_bits = ir::is_signed_int(it) ? ir::element_bit_width(it) - 1 : ir::element_bit_width(it);
   if (value_bits < 63 && n - 1 > (int64_t{1} << value_bits) - 1) return std::nullopt;
   // The indices: an iota along d of the operand's shape.
-  auto iota = defs.find(index.id);
-  if (iota == defs.end() || iota->second->kind != ir::OpKind::kIota ||
-      iota->second->get_i64("iota_dimension", -1) != d || index.type->dims != x.type->dims)
+  const ir::Op* iota = m.def(index);
+  if (iota == nullptr || iota->kind != ir::OpKind::kIota ||
+      iota->get_i64("iota_dimension", -1) != d || index.type->dims != x.type->dims)
     return std::nullopt;
   // The inits: the extreme's identity and index 0.
-  auto init_v = scalar_constant_bits(defs, op.operands[2]);
-  auto init_i = scalar_constant_bits(defs, op.operands[3]);
+  auto init_v = scalar_constant_bits(m, op.operands[2]);
+  auto init_i = scalar_constant_bits(m, op.operands[3]);
   if (!init_v || !init_i || *init_i != 0) return std::nullopt;
   for (bool is_max : {true, false}) {
     if (*init_v != identity_bits(t, is_max) || !is_argminmax_body(op.regions[0], t, is_max))
@@ -177,7 +175,7 @@ std::optional<ir::Op> match(const ir::Op& op, const Defs& defs, const UseCounts&
     call.operands = {x};
     call.results = op.results;
     // jnp.argmax reads only the indices: without the value result, no node computes it.
-    if (!uses.count(op.results[0].id)) call.results.erase(call.results.begin());
+    if (m.uses(op.results[0]) == 0) call.results.erase(call.results.begin());
     call.loc = op.loc;
     call.set_attr("call_target_name", ir::StringAttr{is_max ? kArgmaxTarget : kArgminTarget});
     call.set_attr("dimension", ir::IntAttr{d, ElementType::kS64});
@@ -186,11 +184,11 @@ std::optional<ir::Op> match(const ir::Op& op, const Defs& defs, const UseCounts&
   return std::nullopt;
 }
 
-void rewrite_region(ir::Region& r, const Defs& defs, const UseCounts& uses) {
+void rewrite_region(ir::Region& r, const ChainMatcher& m) {
   for (ir::Block& b : r.blocks)
     for (ir::Op& op : b.ops) {
-      for (ir::Region& nested : op.regions) rewrite_region(nested, defs, uses);
-      if (std::optional<ir::Op> call = match(op, defs, uses)) op = std::move(*call);
+      for (ir::Region& nested : op.regions) rewrite_region(nested, m);
+      if (std::optional<ir::Op> call = match(op, m)) op = std::move(*call);
     }
 }
 
@@ -198,15 +196,11 @@ void rewrite_region(ir::Region& r, const Defs& defs, const UseCounts& uses) {
 
 Status recognize_argminmax(ir::Module& m) {
   for (ir::Func& f : m.funcs) {
-    // Value ids are unique per func, so one map covers its nested regions.
-    Defs defs;
-    ir::walk(f.body, [&](const ir::Op& op) {
-      for (const ir::Value& r : op.results) defs[r.id] = &op;
-    });
-    const UseCounts uses = count_uses(f.body);
-    // Matching reads only ops other than the one replaced (its operands' definitions and its
-    // own body), and a replaced reduce defines the same values: the map stays valid.
-    rewrite_region(f.body, defs, uses);
+    // Value ids are unique per func, so one map covers its nested regions. Matching reads only
+    // ops other than the one replaced (its operands' definitions and its own body), and a
+    // replaced reduce defines the same values: the maps stay valid.
+    const ChainMatcher matcher(f);
+    rewrite_region(f.body, matcher);
   }
   return Status();
 }

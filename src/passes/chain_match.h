@@ -1,6 +1,7 @@
-// ChainMatcher: what the passes that recognize jax's op chains (softmax.h, norms.h) ask of a
-// func: which op defines a value, how many operand slots read it, a constant's bits, a simple
-// reduction's dims, and the broadcast_in_dim / reshape chains that jax's keepdims emit.
+// ChainMatcher: what the passes that recognize jax's op chains (argminmax.h, softmax.h,
+// norms.h) ask of a func: which op defines a value, how many operand slots read it, a constant's
+// bits, a simple reduction's dims, and the broadcast_in_dim / reshape chains that jax's keepdims
+// emit.
 //
 // Built once per func before rewriting; a rewrite that keeps result ids (a custom call replacing
 // the chain's last op) keeps the maps valid for the other chains of the func.
