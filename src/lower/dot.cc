@@ -152,10 +152,10 @@ StatusOr<Values> dot_general(LowerContext& ctx, const ir::Op& op, const Values& 
       dd.lhs_batching_dimensions.empty() && (ir::is_float(ot.dtype) || ir::is_complex(ot.dtype)) &&
       reshapes({{lp.shape(), {m, k}}, {rp.shape(), {k, n}}, {out_shape, {m, n}}}) <=
           reshapes({{lp.shape(), {b, m, k}}, {rp.shape(), {b, k, n}}, {out_shape, {b, m, n}}});
-  mx::array l = plain ? mx::reshape(lp, {m, k}) : mx::reshape(lp, {b, m, k});
-  mx::array r = plain ? mx::reshape(rp, {k, n}) : mx::reshape(rp, {b, k, n});
+  mx::array l = plain ? reshape_view(lp, {m, k}) : reshape_view(lp, {b, m, k});
+  mx::array r = plain ? reshape_view(rp, {k, n}) : reshape_view(rp, {b, k, n});
   ASSIGN_OR_RETURN(mx::array p, batched_product(ctx, op, l, r, lt.dtype, rt.dtype, ot.dtype));
-  return Values{mx::reshape(p, out_shape)};
+  return Values{reshape_view(p, out_shape)};
 }
 
 StatusOr<Values> lower_dot_general(LowerContext& ctx, const ir::Op& op, const Values& in) {

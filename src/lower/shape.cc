@@ -127,7 +127,26 @@ StatusOr<Values> broadcast_in_dim(LowerContext& ctx, const ir::Op& op, const mx:
     if (dims[i] < 0 || dims[i] >= t.rank()) return ctx.malformed(op, "bad broadcast dimension");
     ones[dims[i]] = static_cast<int>(in_t.dims[i]);
   }
-  return Values{mx::broadcast_to(mx::reshape(y, ones), shape)};
+  // Nothing stretched: only size-1 dims come or go, a reshape (one view, or none at all).
+  if (ones == shape) return Values{reshape_view(y, shape)};
+  // numpy's broadcasting aligns trailing dims: where every operand dim larger than 1 already
+  // lands there (a bias [n] onto [b, s, n], a [1, 1] keepdims scalar anywhere), broadcast_to
+  // takes the operand as it is, without a reshape first.
+  bool aligned = true;
+  for (int i = 0; i < r; ++i)
+    aligned = aligned && (in_t.dims[order[i]] == 1 || dims[order[i]] == t.rank() - r + i);
+  if (!aligned) return Values{mx::broadcast_to(reshape_view(y, ones), shape)};
+  // Leading size-1 dims mean nothing to that alignment: a pending reshape that only adds or
+  // drops them (jax's bias [n] -> [1, 1, n] before [1, 1, n] -> [b, s, n]) is skipped.
+  auto trailing = [](const mx::Shape& s) {
+    return mx::Shape(std::find_if(s.begin(), s.end(), [](int d) { return d != 1; }), s.end());
+  };
+  while (is_pending_reshape(y) && y.inputs()[0].ndim() <= shape.size() &&
+         trailing(y.inputs()[0].shape()) == trailing(y.shape())) {
+    mx::array in = y.inputs()[0];
+    y = std::move(in);
+  }
+  return Values{mx::broadcast_to(y, shape)};
 }
 
 StatusOr<Values> lower_broadcast_in_dim(LowerContext& ctx, const ir::Op& op, const Values& in) {
@@ -149,7 +168,7 @@ StatusOr<Values> lower_broadcast(LowerContext& ctx, const ir::Op& op, const Valu
 StatusOr<Values> lower_reshape(LowerContext& ctx, const ir::Op& op, const Values& in) {
   const ir::Type& t = result_type(op);
   if (!is_static(t)) return ctx.unsupported(op, "dynamic result shape");
-  return Values{mx::reshape(in[0], storage_shape(t))};
+  return Values{reshape_view(in[0], storage_shape(t))};
 }
 
 StatusOr<Values> lower_transpose(LowerContext& ctx, const ir::Op& op, const Values& in) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/module.h"
@@ -13,6 +14,7 @@
 #include "lower/lowering.h"
 #include "lower/util.h"
 #include "mlx/ops.h"
+#include "mlx/primitives.h"
 
 namespace jaxmlx::lower::shape_util {
 
@@ -52,6 +54,27 @@ inline mx::array permute(const mx::array& a, const std::vector<int>& perm) {
   for (size_t i = 0; i < perm.size(); ++i)
     if (perm[i] != static_cast<int>(i)) return mx::transpose(a, perm);
   return a;
+}
+
+// Whether `a` is a pending view made by one of the reshapes reshape_view looks through.
+inline bool is_pending_reshape(const mx::array& a) {
+  if (!a.has_primitive()) return false;
+  const std::string_view name = a.primitive().name();
+  return name == "Reshape" || name == "Squeeze" || name == "ExpandDims" || name == "Flatten" ||
+         name == "Unflatten";
+}
+
+// mx::reshape without the MLX ops it can do without: the same shape is `a` itself, and a reshape
+// of a pending (unevaluated) reshape, squeeze, expand_dims, flatten or unflatten reshapes that
+// view's input instead (reshapes compose: row-major order is all they keep), which is no op at
+// all when the input has the shape already. jax's keepdims broadcast of a reduction is the
+// common case: MLX's sum is Sum + Squeeze, and broadcast_in_dim reshapes it back.
+inline mx::array reshape_view(mx::array a, const mx::Shape& shape) {
+  for (int hops = 0; a.shape() != shape && is_pending_reshape(a) && hops < 8; ++hops) {
+    mx::array in = a.inputs()[0];
+    a = std::move(in);
+  }
+  return a.shape() == shape ? a : mx::reshape(a, shape);
 }
 
 // The i-th result / operand type of an op.

@@ -75,8 +75,15 @@ std::optional<int64_t> splat_of(const mx::array& a) {
 // splat constant usually is), when it is evaluated and small enough to scan; nullopt otherwise.
 std::optional<mx::array> constant_data(const mx::array& in) {
   mx::array a = in;
-  for (int depth = 0; depth < 4 && a.has_primitive(); ++depth) {
-    if (a.is_tracer()) return std::nullopt;  // a traced program input, not a constant
+  for (int depth = 0; depth < 4; ++depth) {
+    if (a.is_tracer()) {
+      // A traced placeholder: of a constant, or of a program input (not a constant).
+      if (std::optional<mx::array> c = TracedConstants::lookup(a)) {
+        a = *c;
+        break;
+      }
+    }
+    if (!a.has_primitive()) break;
     std::string name = a.primitive().name();
     if ((name != "Broadcast" && name != "Reshape") || a.inputs().size() != 1) return std::nullopt;
     a = a.inputs()[0];
@@ -98,7 +105,27 @@ std::optional<double> float_splat_of(const mx::array& a) {
   return v;
 }
 
+thread_local TracedConstants* innermost_traced_constants = nullptr;
+
 }  // namespace
+
+TracedConstants::TracedConstants(const std::vector<mx::array>& placeholders,
+                                 const std::vector<mx::array>& values)
+    : outer_(innermost_traced_constants) {
+  for (size_t i = 0; i < placeholders.size() && i < values.size(); ++i)
+    values_.emplace(placeholders[i].id(), values[i]);
+  innermost_traced_constants = this;
+}
+
+TracedConstants::~TracedConstants() { innermost_traced_constants = outer_; }
+
+std::optional<mx::array> TracedConstants::lookup(const mx::array& a) {
+  const TracedConstants* scope = innermost_traced_constants;
+  if (scope == nullptr) return std::nullopt;
+  auto it = scope->values_.find(a.id());
+  if (it == scope->values_.end()) return std::nullopt;
+  return it->second;
+}
 
 std::optional<int64_t> splat_int_constant(const mx::array& in) {
   std::optional<mx::array> data = constant_data(in);

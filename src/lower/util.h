@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "lower/lowering.h"
 #include "mlx/array.h"
@@ -38,5 +40,25 @@ std::optional<int64_t> splat_int_constant(const mx::array& a);
 // The same for floating-point constants (float32, float16, bfloat16), as a double: the sign of
 // a zero and infinities are kept; a NaN splat gives nullopt. Never evaluates anything.
 std::optional<double> splat_float_constant(const mx::array& a);
+
+// While a program is traced for mx::compile its constants enter as the trace's inputs:
+// placeholders without data, so that no constant is baked into a kernel. For as long as it
+// lives, this scope tells the two functions above which placeholder stands for which constant
+// (`values[i]` for `placeholders[i]`), so that rules decide on constant values (an identity
+// init, a constant start) when traced as they do when run eagerly. One per thread; nests.
+class TracedConstants {
+ public:
+  TracedConstants(const std::vector<mx::array>& placeholders, const std::vector<mx::array>& values);
+  ~TracedConstants();
+  TracedConstants(const TracedConstants&) = delete;
+  TracedConstants& operator=(const TracedConstants&) = delete;
+
+  // The constant `a` stands for, when it is one of the innermost scope's placeholders.
+  static std::optional<mx::array> lookup(const mx::array& a);
+
+ private:
+  std::unordered_map<std::uintptr_t, mx::array> values_;
+  TracedConstants* outer_;
+};
 
 }  // namespace jaxmlx::lower

@@ -6,7 +6,8 @@
 // calls; loop bodies and conditions are replayed the same way (RegionCache). If tracing or
 // running a fused graph throws (e.g. MLX's "[compile] Too many inputs/outputs fused"), that run
 // is redone eagerly and the executable stays eager. Programs with control flow run through the
-// Interpreter each call (lazy graphs; loops read conditions as needed).
+// Interpreter each call (lazy graphs; loops read conditions as needed). While tracing, rules still
+// see the constants' values (lower::TracedConstants).
 //
 // Completion on MLX's CPU (no fused kernels, no host callbacks): the worker async_evals a
 // run's outputs and queues a task on MLX's stream right behind its kernels; that task sets the
@@ -30,6 +31,7 @@
 #include "lower/dtypes.h"
 #include "lower/host_callback.h"
 #include "lower/interpreter.h"
+#include "lower/util.h"
 #include "mlx/mlx.h"
 #include "mlx/primitives.h"
 #include "mlx/scheduler.h"
@@ -42,6 +44,7 @@
 #include "passes/passes.h"
 #include "passes/softmax.h"
 #include "runtime/executable.h"
+#include "runtime/graph_stats.h"
 #include "runtime/memory_governor.h"
 
 namespace mx = mlx::core;
@@ -238,8 +241,13 @@ CompiledFn RegionCache::make_fn(Entry& e, const ir::Func& f, const ir::Region& r
     std::vector<std::pair<uint32_t, mx::array>> bound;
     for (size_t i = 0; i < e.free_ids.size(); ++i) bound.emplace_back(e.free_ids[i], in[nargs + i]);
     Values consts = constants_;
-    for (size_t j = 0; j < e.const_idx.size(); ++j)
+    std::vector<mx::array> placeholders, values;
+    for (size_t j = 0; j < e.const_idx.size(); ++j) {
       consts[e.const_idx[j]] = in[nargs + e.free_ids.size() + j];
+      placeholders.push_back(consts[e.const_idx[j]]);
+      values.push_back(constants_[e.const_idx[j]]);
+    }
+    lower::TracedConstants known(placeholders, values);
     lower::Interpreter t(info_, lower::Registry::global(), lower::RunMode::kTrace, &consts);
     StatusOr<Values> out = t.run_region(f, region, bound, args);
     if (!out.ok()) throw TraceError(out.status());
@@ -627,13 +635,14 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
     compiled_ = mx::compile([this, nargs](const std::vector<mx::array>& xs) {
       Values a(xs.begin(), xs.begin() + nargs);
       Values consts(xs.begin() + nargs, xs.end());
+      lower::TracedConstants known(consts, constants_);
       lower::Interpreter interp(info_, lower::Registry::global(), lower::RunMode::kTrace, &consts);
       StatusOr<Values> out = interp.run(*entry_, a);
       if (!out.ok()) throw TraceError(out.status());
       std::vector<mx::array> computed;
       for (size_t i = 0; i < sources_.size(); ++i)
         if (sources_[i].kind == OutputSource::kComputed) computed.push_back((*out)[i]);
-      return computed;
+        return computed;
     });
   }
   std::vector<mx::array> xs = args;
@@ -643,6 +652,7 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
     TraceModeScope scope(mode_ == GraphMode::kReplay);
     computed = compiled_(xs);
   }
+  record_graph_stats(name_, computed);  // JAXMLX_GRAPH_STATS
   if (mode_ == GraphMode::kFused) mx::eval(computed);
   Values outs;
   for (const OutputSource& s : sources_) {
@@ -660,6 +670,7 @@ StatusOr<Values> ExecutableImpl::run_eager(const Values& args, bool evaluate) {
                             &constants_);
   if (regions_) interp.set_region_runner(regions_.get());
   ASSIGN_OR_RETURN(Values outs, interp.run(*entry_, args));
+  record_graph_stats(name_, outs);  // JAXMLX_GRAPH_STATS
   if (evaluate) mx::eval(outs);
   return outs;
 }

@@ -1,0 +1,58 @@
+#include "runtime/graph_stats.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <unordered_set>
+
+#include "mlx/primitives.h"
+
+namespace mx = mlx::core;
+
+namespace jaxmlx::runtime {
+namespace {
+
+const char* stats_path() {
+  static const char* path = [] {
+    const char* p = std::getenv("JAXMLX_GRAPH_STATS");
+    return (p != nullptr && *p != '\0') ? p : nullptr;
+  }();
+  return path;
+}
+
+}  // namespace
+
+bool graph_stats_enabled() { return stats_path() != nullptr; }
+
+void record_graph_stats(std::string_view program, const std::vector<mx::array>& outputs) {
+  const char* path = stats_path();
+  if (path == nullptr) return;
+  // Depth-first over unevaluated nodes; siblings (one primitive, several outputs) count once.
+  std::unordered_set<std::uintptr_t> seen_arrays;
+  std::unordered_set<const mx::Primitive*> seen_primitives;
+  std::map<std::string, int> by_name;
+  std::vector<mx::array> stack(outputs.begin(), outputs.end());
+  while (!stack.empty()) {
+    mx::array a = std::move(stack.back());
+    stack.pop_back();
+    if (!seen_arrays.insert(a.id()).second || !a.has_primitive()) continue;
+    if (seen_primitives.insert(&a.primitive()).second) {
+      std::string name = a.primitive().name();  // e.g. "Scatter Sum": one token per name
+      for (char& c : name) c = (c == ' ') ? '_' : c;
+      ++by_name[name];
+    }
+    for (const mx::array& in : a.inputs()) stack.push_back(in);
+  }
+  int total = 0;
+  for (const auto& [name, n] : by_name) total += n;
+  std::string line = "run " + std::string(program) + " " + std::to_string(total);
+  for (const auto& [name, n] : by_name) line += " " + name + "=" + std::to_string(n);
+  line += "\n";
+  if (std::FILE* f = std::fopen(path, "a")) {
+    std::fwrite(line.data(), 1, line.size(), f);  // one write per line: lines stay whole
+    std::fclose(f);
+  }
+}
+
+}  // namespace jaxmlx::runtime

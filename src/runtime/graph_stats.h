@@ -1,0 +1,23 @@
+// Graph statistics for the benchmarks: with JAXMLX_GRAPH_STATS=<file>, every run appends one line
+// naming the program and counting the MLX primitives it is about to evaluate, by primitive name
+// ("run jit_step 412 Add=31 Broadcast=90 ..."). Each primitive is one kernel launch on a GPU and
+// one scheduler task on MLX's CPU, so the count is what a run costs beyond its arithmetic;
+// `bench/graph_count.py` sets it beside native MLX's graph of the same model. Views that cost no
+// kernel (reshapes, broadcasts of contiguous data) are counted too: the names tell them apart.
+// Loop bodies evaluated inside a run (while, scan) are not in the count.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "mlx/array.h"
+
+namespace jaxmlx::runtime {
+
+// True when JAXMLX_GRAPH_STATS names a file (read once).
+bool graph_stats_enabled();
+
+// Appends `program`'s line for the unevaluated graph behind `outputs` (no-op when disabled).
+void record_graph_stats(std::string_view program, const std::vector<mlx::core::array>& outputs);
+
+}  // namespace jaxmlx::runtime

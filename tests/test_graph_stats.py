@@ -1,0 +1,89 @@
+"""JAXMLX_GRAPH_STATS=<file>: every run appends the MLX primitives it is about to evaluate. These
+tests read it to check that lowering adds no primitive it can do without, traced for graph
+replay (the CPU default) as when run eagerly: a sum from jax's 0 adds no init, a keepdims
+broadcast of a reduction reshapes nothing back, a bias broadcast onto trailing dims needs no
+reshape. Each primitive is a kernel launch on a GPU and a scheduler task on MLX's CPU."""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+
+import pytest
+
+CHILD = r"""
+import jax, jax.numpy as jnp, numpy as np
+mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]
+rng = np.random.default_rng(0)
+x = rng.standard_normal((4, 8)).astype(np.float32)
+x3 = rng.standard_normal((2, 3, 8)).astype(np.float32)
+b = rng.standard_normal((8,)).astype(np.float32)
+i = rng.integers(-100, 100, (4, 8)).astype(np.int32)
+
+def row_sum(x): return jnp.sum(x, axis=1)
+def int_row_sum(i): return jnp.sum(i, axis=1)
+def row_max(x): return jnp.max(x, axis=1)
+def centered(x): return x - x.sum(1, keepdims=True)
+def biased(x3, b): return x3 * 2.0 + b
+
+for f, args in [(row_sum, (x,)), (int_row_sum, (i,)), (row_max, (x,)), (centered, (x,)),
+                (biased, (x3, b))]:
+  want = np.asarray(jax.jit(f)(*jax.device_put(args, cpu)))
+  g = jax.jit(f)
+  for _ in range(2):  # the first call traces, the second replays
+    got = np.asarray(g(*jax.device_put(args, mlx)))
+  np.testing.assert_array_equal(got, want, err_msg=f.__name__)
+"""
+
+
+def graph_stats(tmp_path, mode: str) -> dict[str, collections.Counter]:
+  """Program name -> primitive counts of its last run, from a child process."""
+  log = tmp_path / "stats.log"
+  # Without the CPU's elementwise fusion (tests/ops/test_cpu_fusion.py), which would fold these
+  # primitives into one: here the lowering's own primitives are counted.
+  env = dict(os.environ, JAXMLX_GRAPH_STATS=str(log), JAXMLX_COMPILE=mode, JAXMLX_CPU_FUSION="0")
+  r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env,
+                     timeout=300)
+  assert r.returncode == 0, r.stderr[-3000:]
+  out = {}
+  for line in log.read_text().splitlines():
+    _, name, total, *kvs = line.split()
+    counts = collections.Counter({k: int(v) for k, v in (kv.rsplit("=", 1) for kv in kvs)})
+    assert sum(counts.values()) == int(total), line
+    out[name] = counts
+  return out
+
+
+@pytest.fixture(scope="module", params=["replay", "0"], ids=["replay", "eager"])
+def stats(request, tmp_path_factory):
+  return graph_stats(tmp_path_factory.mktemp(f"stats-{request.param}"), request.param)
+
+
+def test_every_program_is_counted(stats):
+  assert set(stats) == {"jit_row_sum", "jit_int_row_sum", "jit_row_max", "jit_centered",
+                        "jit_biased"}
+  assert all(c["Sum"] == 1 for n, c in stats.items() if "sum" in n), stats
+
+
+def test_sums_from_jaxs_zero_add_no_init(stats):
+  # jax's init is a constant 0: a traced program sees it as a placeholder, yet it is known.
+  assert stats["jit_row_sum"]["Add"] == 0, stats["jit_row_sum"]
+  assert stats["jit_int_row_sum"]["Add"] == 0, stats["jit_int_row_sum"]
+
+
+def test_max_from_minus_infinity_takes_no_maximum_with_it(stats):
+  assert stats["jit_row_max"]["Maximum"] == 0, stats["jit_row_max"]
+
+
+def test_keepdims_broadcast_of_a_reduction_reshapes_nothing_back(stats):
+  c = stats["jit_centered"]
+  assert c["Reshape"] == 0 and c["Squeeze"] == 0 and c["ExpandDims"] == 0, c
+  assert c["Subtract"] == 1 and c["Broadcast"] == 1, c
+
+
+def test_bias_onto_trailing_dims_needs_no_reshape(stats):
+  c = stats["jit_biased"]
+  assert c["Reshape"] == 0, c
+  assert c["Add"] == 1 and c["Multiply"] == 1, c
