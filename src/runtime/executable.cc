@@ -7,7 +7,8 @@
 // running a fused graph throws (e.g. MLX's "[compile] Too many inputs/outputs fused"), that run
 // is redone eagerly and the executable stays eager. Programs with control flow run through the
 // Interpreter each call (lazy graphs; loops read conditions as needed). While tracing, rules still
-// see the constants' values (lower::TracedConstants).
+// see the constants' values (lower::TracedConstants), and on the CPU the traced graph's
+// elementwise chains become one primitive each (cpu_fusion.h).
 //
 // Completion on MLX's CPU (no fused kernels, no host callbacks): the worker async_evals a
 // run's outputs and queues a task on MLX's stream right behind its kernels; that task sets the
@@ -43,6 +44,7 @@
 #include "passes/norms.h"
 #include "passes/passes.h"
 #include "passes/softmax.h"
+#include "runtime/cpu_fusion.h"
 #include "runtime/executable.h"
 #include "runtime/graph_stats.h"
 #include "runtime/memory_governor.h"
@@ -173,8 +175,9 @@ using CompiledFn = std::function<std::vector<mx::array>(const std::vector<mx::ar
 // of each graph: the region's arguments, the outer values it reads, and its constants.
 class RegionCache final : public lower::RegionRunner {
  public:
-  RegionCache(const lower::ProgramInfo& info, const Values& constants, GraphMode mode)
-      : info_(info), constants_(constants), mode_(mode) {}
+  RegionCache(const lower::ProgramInfo& info, const Values& constants, GraphMode mode,
+              bool fuse_cpu)
+      : info_(info), constants_(constants), mode_(mode), fuse_cpu_(fuse_cpu) {}
 
   std::optional<StatusOr<Values>> run(lower::Interpreter& interp, const ir::Region& region,
                                       const Values& args) override;
@@ -194,6 +197,7 @@ class RegionCache final : public lower::RegionRunner {
   const lower::ProgramInfo& info_;
   const Values& constants_;
   const GraphMode mode_;
+  const bool fuse_cpu_;  // runtime/cpu_fusion.h on the traced graphs
   std::unordered_map<const ir::Region*, Entry> entries_;
 };
 
@@ -254,6 +258,7 @@ CompiledFn RegionCache::make_fn(Entry& e, const ir::Func& f, const ir::Region& r
     std::vector<mx::array> computed;
     for (size_t i = 0; i < e.sources.size(); ++i)
       if (e.sources[i].kind == OutputSource::kComputed) computed.push_back((*out)[i]);
+    if (fuse_cpu_) fuse_cpu_elementwise(computed);
     return computed;
   });
 }
@@ -359,6 +364,7 @@ class ExecutableImpl final : public Executable,
   Values constants_;
   bool constants_ready_ = false;
   GraphMode mode_ = GraphMode::kEager;
+  bool fuse_cpu_ = false;  // chains of CPU primitives traced for replay become one (cpu_fusion.h)
   bool use_compiled_ = false;
   std::shared_future<Status> deferred_check_;  // trial() left queued by check_on_worker
   std::optional<Status> trial_status_;          // set once trial() ran
@@ -411,12 +417,13 @@ Status ExecutableImpl::init() {
   if (memory_limit() != 0 && output_bytes > memory_limit())
     return larger_than_limit("compiling " + name_ + " (its outputs)", output_bytes);
   mode_ = graph_mode(*worker_);
+  fuse_cpu_ = mode_ == GraphMode::kReplay && !worker_->info().is_gpu && cpu_fusion_enabled();
   // Fused kernels are built (and may fail) when evaluated: the worker evaluates those runs
   // itself, to redo a failed one eagerly.
   async_completion_ = !worker_->info().is_gpu && !calls_host_ && mode_ != GraphMode::kFused;
   use_compiled_ = info_.straight_line && num_computed_ > 0 && mode_ != GraphMode::kEager;
   if (mode_ != GraphMode::kEager && !info_.straight_line)
-    regions_ = std::make_shared<RegionCache>(info_, constants_, mode_);
+    regions_ = std::make_shared<RegionCache>(info_, constants_, mode_, fuse_cpu_);
   return check_on_worker();
 }
 
@@ -642,7 +649,8 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
       std::vector<mx::array> computed;
       for (size_t i = 0; i < sources_.size(); ++i)
         if (sources_[i].kind == OutputSource::kComputed) computed.push_back((*out)[i]);
-        return computed;
+      if (fuse_cpu_) fuse_cpu_elementwise(computed);
+      return computed;
     });
   }
   std::vector<mx::array> xs = args;

@@ -1,0 +1,207 @@
+// CPU fusion (cpu_fusion.h) on MLX graphs built directly: each graph is evaluated as built and
+// again after fuse_cpu_elementwise rewrote a copy of it, and the two must agree bit for bit;
+// the rewritten graph must hold the expected FusedElementwise nodes and nothing it replaced.
+#include "runtime/cpu_fusion.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <string>
+#include <unordered_set>
+
+#include "mlx/mlx.h"
+#include "mlx/primitives.h"
+
+namespace mx = mlx::core;
+
+namespace jaxmlx::runtime {
+namespace {
+
+// Primitive name -> count over the unevaluated graph behind `outs`.
+std::map<std::string, int> census(const std::vector<mx::array>& outs) {
+  std::map<std::string, int> n;
+  std::unordered_set<std::uintptr_t> seen;
+  std::vector<mx::array> stack(outs.begin(), outs.end());
+  while (!stack.empty()) {
+    mx::array a = stack.back();
+    stack.pop_back();
+    if (!a.has_primitive() || !seen.insert(a.id()).second) continue;
+    ++n[a.primitive().name()];
+    for (const mx::array& in : a.inputs()) stack.push_back(in);
+  }
+  return n;
+}
+
+bool same_bits(const mx::array& a, const mx::array& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  mx::array x = mx::contiguous(a), y = mx::contiguous(b);
+  mx::eval(x, y);
+  return std::memcmp(x.data<char>(), y.data<char>(), x.nbytes()) == 0;
+}
+
+// Builds the graph twice from the same (evaluated) leaves: once as is, once fused.
+struct Case {
+  std::vector<mx::array> plain, fused;
+  std::map<std::string, int> fused_census;
+  int chains = 0;
+};
+
+Case run(const std::function<std::vector<mx::array>()>& build) {
+  Case c;
+  c.plain = build();
+  c.fused = build();
+  c.chains = fuse_cpu_elementwise(c.fused);
+  c.fused_census = census(c.fused);
+  mx::eval(c.plain);
+  mx::eval(c.fused);
+  return c;
+}
+
+mx::array uniform(const mx::Shape& s, int seed) {
+  mx::array a = mx::random::normal(s, mx::float32, 0.0, 3.0, mx::random::key(seed));
+  mx::eval(a);
+  return a;
+}
+
+class CpuFusion : public ::testing::Test {
+ protected:
+  void SetUp() override { mx::set_default_device(mx::Device::cpu); }
+};
+
+TEST_F(CpuFusion, AdamUpdateBecomesOneKernelPerResult) {
+  mx::array p = uniform({7, 33}, 1), g = uniform({7, 33}, 2), m = uniform({7, 33}, 3);
+  mx::array v = mx::abs(uniform({7, 33}, 4));
+  mx::eval(v);
+  auto build = [&] {
+    // Scalars as jax's optax passes them (bias corrections are computed once, apart).
+    mx::array b1(0.9f), c1(1.0f - 0.9f), b2(0.999f), c2(1.0f - 0.999f), lr(1e-3f), eps(1e-8f);
+    mx::array m2 = mx::add(mx::multiply(b1, m), mx::multiply(c1, g));
+    mx::array v2 = mx::add(mx::multiply(b2, v), mx::multiply(c2, mx::square(g)));
+    mx::array p2 = mx::subtract(p, mx::divide(mx::multiply(lr, m2), mx::add(mx::sqrt(v2), eps)));
+    return std::vector<mx::array>{p2, m2, v2};
+  };
+  Case c = run(build);
+  for (size_t i = 0; i < c.plain.size(); ++i) EXPECT_TRUE(same_bits(c.plain[i], c.fused[i])) << i;
+  // m2 and v2 are results and operands of p2's chain: three chains, no loose arithmetic.
+  EXPECT_EQ(c.chains, 3);
+  EXPECT_EQ(c.fused_census["FusedElementwise"], 3);
+  for (const char* gone : {"Add", "Multiply", "Subtract", "Divide", "Sqrt", "Square", "Broadcast"})
+    EXPECT_EQ(c.fused_census.count(gone), 0u) << gone;
+}
+
+TEST_F(CpuFusion, BroadcastAndTransposedOperandsAreReadThroughStrides) {
+  mx::array x = uniform({5, 6}, 5), row = uniform({6}, 6), col = uniform({5, 1}, 7);
+  mx::array t = uniform({6, 5}, 8);
+  auto build = [&] {
+    mx::array y = mx::multiply(mx::add(x, row), mx::subtract(col, mx::transpose(t)));
+    return std::vector<mx::array>{mx::tanh(mx::exp(mx::negative(mx::abs(y))))};
+  };
+  Case c = run(build);
+  EXPECT_TRUE(same_bits(c.plain[0], c.fused[0]));
+  EXPECT_EQ(c.fused_census["FusedElementwise"], 1);
+  EXPECT_EQ(c.fused_census.count("Broadcast"), 0u);
+}
+
+TEST_F(CpuFusion, ReshapesOfLeadingOnesAreReadThroughToo) {
+  mx::array x = uniform({2, 3, 8}, 13), b = uniform({8}, 14), c = uniform({1, 1, 8}, 15);
+  mx::array m = uniform({4, 8}, 16), y = uniform({4, 5, 8}, 17);
+  auto build = [&] {
+    // jax's bias: [8] -> [1, 1, 8] -> [2, 3, 8]; and [1, 1, 8] -> [8] under a chain of [8].
+    mx::array biased = mx::multiply(mx::add(x, mx::broadcast_to(mx::reshape(b, {1, 1, 8}), {2, 3, 8})),
+                                    mx::array(2.0f));
+    mx::array flat = mx::exp(mx::subtract(mx::reshape(c, {8}), b));
+    // A size-1 dim in the middle moves the data against the trailing alignment: kept apart.
+    mx::array mid = mx::add(y, mx::broadcast_to(mx::reshape(m, {4, 1, 8}), {4, 5, 8}));
+    return std::vector<mx::array>{biased, flat, mx::negative(mid)};
+  };
+  Case c_ = run(build);
+  for (size_t i = 0; i < c_.plain.size(); ++i)
+    EXPECT_TRUE(same_bits(c_.plain[i], c_.fused[i])) << i;
+  EXPECT_EQ(c_.fused_census["FusedElementwise"], 3);
+  EXPECT_EQ(c_.fused_census["Reshape"], 1);  // the middle one
+}
+
+TEST_F(CpuFusion, EdgeValuesKeepTheirBits) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  mx::array x({0.0f, -0.0f, inf, -inf, nan, 1e-45f, -3.5f, 1e38f, 2.0f, -1e-40f}, {10});
+  mx::array y({-0.0f, 0.0f, inf, 1.0f, 2.0f, nan, 0.0f, 1e38f, -inf, 3.0f}, {10});
+  auto build = [&] {
+    mx::array q = mx::divide(x, y);
+    mx::array mx_ = mx::maximum(mx::minimum(q, x), mx::rsqrt(mx::abs(y)));
+    mx::array sel = mx::where(mx::greater_equal(x, y), mx_, mx::log(mx::abs(q)));
+    return std::vector<mx::array>{mx::add(sel, mx::sigmoid(x))};
+  };
+  Case c = run(build);
+  EXPECT_TRUE(same_bits(c.plain[0], c.fused[0]));
+  EXPECT_EQ(c.chains, 1);
+}
+
+TEST_F(CpuFusion, IntegerAndBoolChainsWrapAndCompareExactly) {
+  mx::array a({INT32_MAX, INT32_MIN, -7, 0, 5, 123456789}, {6});
+  mx::array b({1, -1, 3, 0, -5, 987654321}, {6});
+  mx::array u({0xFFFFFFFFu, 0u, 7u, 0x80000000u, 3u, 12345u}, {6});
+  auto build = [&] {
+    mx::array s = mx::multiply(mx::add(a, b), mx::subtract(a, b));  // wraps
+    mx::array m = mx::maximum(s, mx::negative(b));
+    mx::array keep = mx::logical_and(mx::less(a, b), mx::logical_not(mx::equal(s, m)));
+    mx::array w = mx::add(mx::multiply(u, mx::array(2654435761u)), mx::astype(m, mx::uint32));
+    mx::array f = mx::astype(mx::where(keep, m, mx::bitwise_xor(s, b)), mx::float32);
+    return std::vector<mx::array>{f, mx::bitwise_and(w, mx::array(0xFFFFu)), keep};
+  };
+  Case c = run(build);
+  for (size_t i = 0; i < c.plain.size(); ++i) EXPECT_TRUE(same_bits(c.plain[i], c.fused[i])) << i;
+  EXPECT_GE(c.chains, 2);
+}
+
+TEST_F(CpuFusion, AnIntermediateReadElsewhereStaysAResult) {
+  mx::array x = uniform({4, 8}, 9);
+  auto build = [&] {
+    mx::array h = mx::multiply(mx::add(x, mx::array(1.0f)), x);  // read by the sum too
+    mx::array s = mx::sum(h, 1, /*keepdims=*/true);
+    return std::vector<mx::array>{mx::subtract(mx::exp(h), s)};
+  };
+  Case c = run(build);
+  EXPECT_TRUE(same_bits(c.plain[0], c.fused[0]));
+  EXPECT_EQ(c.fused_census["FusedElementwise"], 2);
+  EXPECT_EQ(c.fused_census["Sum"], 1);
+}
+
+TEST_F(CpuFusion, LoneOpsAndOtherDtypesAreLeftAlone) {
+  mx::array x = uniform({3, 4}, 10), h = mx::astype(uniform({3, 4}, 11), mx::float16);
+  mx::eval(h);
+  auto build = [&] {
+    return std::vector<mx::array>{mx::add(x, x), mx::multiply(mx::add(h, h), h)};
+  };
+  Case c = run(build);
+  EXPECT_EQ(c.chains, 0);
+  EXPECT_EQ(c.fused_census.count("FusedElementwise"), 0u);
+  for (size_t i = 0; i < c.plain.size(); ++i) EXPECT_TRUE(same_bits(c.plain[i], c.fused[i])) << i;
+}
+
+TEST_F(CpuFusion, LargeAndEmptyArrays) {
+  mx::array big = uniform({3, 1000}, 12);  // several chunks, a partial last one
+  mx::array empty = mx::zeros({0, 5}, mx::float32);
+  mx::eval(empty);
+  auto build = [&] {
+    return std::vector<mx::array>{mx::sqrt(mx::add(mx::square(big), mx::array(1.0f))),
+                                  mx::exp(mx::add(empty, mx::array(2.0f)))};
+  };
+  Case c = run(build);
+  for (size_t i = 0; i < c.plain.size(); ++i) EXPECT_TRUE(same_bits(c.plain[i], c.fused[i])) << i;
+  EXPECT_EQ(c.fused[1].size(), 0u);
+}
+
+TEST_F(CpuFusion, OffSwitch) {
+  ::setenv("JAXMLX_CPU_FUSION", "0", 1);
+  EXPECT_FALSE(cpu_fusion_enabled());
+  ::unsetenv("JAXMLX_CPU_FUSION");
+  EXPECT_TRUE(cpu_fusion_enabled());
+}
+
+}  // namespace
+}  // namespace jaxmlx::runtime

@@ -1,0 +1,425 @@
+// Compiled with -ffp-contract=off -fwrapv (CMakeLists.txt): each instruction rounds as the MLX
+// primitive it replaces does, and int32 arithmetic wraps as MLX's kernels do in practice.
+#include "runtime/fused_elementwise.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <type_traits>
+
+#include "mlx/allocator.h"
+#include "mlx/backend/cpu/binary_ops.h"
+#include "mlx/backend/cpu/encoder.h"
+#include "mlx/backend/cpu/unary_ops.h"
+
+namespace mx = mlx::core;
+
+namespace jaxmlx::runtime {
+namespace {
+
+constexpr int kChunk = 256;  // elements per register: a chain's registers stay in L1/L2
+
+using Kernel = FusedKernel;
+
+// The instruction shapes, as class templates (the families below pick among them).
+template <typename T, typename Op, typename Out = T>
+struct Binary {
+  static void run(const void* const* a, void* d, int n) {
+    const T* x = static_cast<const T*>(a[0]);
+    const T* y = static_cast<const T*>(a[1]);
+    Out* o = static_cast<Out*>(d);
+    Op op;
+    for (int k = 0; k < n; ++k) o[k] = op(x[k], y[k]);
+  }
+};
+
+template <typename T, typename Op>
+using Compare = Binary<T, Op, bool>;
+
+template <typename T, typename Op>
+struct Unary {
+  static void run(const void* const* a, void* d, int n) {
+    const T* x = static_cast<const T*>(a[0]);
+    T* o = static_cast<T*>(d);
+    Op op;
+    for (int k = 0; k < n; ++k) o[k] = op(x[k]);
+  }
+};
+
+template <typename T>
+void select(const void* const* a, void* d, int n) {
+  const bool* c = static_cast<const bool*>(a[0]);
+  const T* x = static_cast<const T*>(a[1]);
+  const T* y = static_cast<const T*>(a[2]);
+  T* o = static_cast<T*>(d);
+  mx::detail::Select op;
+  for (int k = 0; k < n; ++k) o[k] = op(c[k], x[k], y[k]);
+}
+
+template <typename In, typename Out>
+void astype(const void* const* a, void* d, int n) {
+  const In* x = static_cast<const In*>(a[0]);
+  Out* o = static_cast<Out*>(d);
+  for (int k = 0; k < n; ++k) o[k] = static_cast<Out>(x[k]);  // as MLX's copy kernels convert
+}
+
+enum class Kind { kF32, kI32, kU32, kBool, kOther };
+
+Kind kind_of(mx::Dtype d) {
+  switch (d.val()) {
+    case mx::Dtype::Val::float32: return Kind::kF32;
+    case mx::Dtype::Val::int32: return Kind::kI32;
+    case mx::Dtype::Val::uint32: return Kind::kU32;
+    case mx::Dtype::Val::bool_: return Kind::kBool;
+    default: return Kind::kOther;
+  }
+}
+
+// The kernel of each family for operand kind `k`; nullptr for kinds outside the family (never
+// asked for: FusedProgram::supports admits the same combinations).
+template <template <typename, typename> class K, typename Op>
+Kernel numbers(Kind k) {
+  switch (k) {
+    case Kind::kF32: return &K<float, Op>::run;
+    case Kind::kI32: return &K<int32_t, Op>::run;
+    case Kind::kU32: return &K<uint32_t, Op>::run;
+    default: return nullptr;
+  }
+}
+
+template <template <typename, typename> class K, typename Op>
+Kernel floats(Kind k) {
+  return k == Kind::kF32 ? &K<float, Op>::run : nullptr;
+}
+
+template <template <typename, typename> class K, typename Op>
+Kernel bools(Kind k) {
+  return k == Kind::kBool ? &K<bool, Op>::run : nullptr;
+}
+
+template <template <typename, typename> class K, typename Op>
+Kernel bits(Kind k) {
+  switch (k) {
+    case Kind::kI32: return &K<int32_t, Op>::run;
+    case Kind::kU32: return &K<uint32_t, Op>::run;
+    case Kind::kBool: return &K<bool, Op>::run;
+    default: return nullptr;
+  }
+}
+
+template <typename In>
+Kernel conversion_to(Kind out) {
+  switch (out) {
+    case Kind::kF32: return &astype<In, float>;
+    case Kind::kI32: return &astype<In, int32_t>;
+    case Kind::kU32: return &astype<In, uint32_t>;
+    case Kind::kBool: return &astype<In, bool>;
+    default: return nullptr;
+  }
+}
+
+Kernel conversion(Kind in, Kind out) {
+  switch (in) {
+    case Kind::kF32: return conversion_to<float>(out);
+    case Kind::kI32: return conversion_to<int32_t>(out);
+    case Kind::kU32: return conversion_to<uint32_t>(out);
+    case Kind::kBool: return conversion_to<bool>(out);
+    default: return nullptr;
+  }
+}
+
+Kernel selection(Kind k) {
+  switch (k) {
+    case Kind::kF32: return &select<float>;
+    case Kind::kI32: return &select<int32_t>;
+    case Kind::kU32: return &select<uint32_t>;
+    case Kind::kBool: return &select<bool>;
+    default: return nullptr;
+  }
+}
+
+Kernel kernel_for(const FusedInstr& ins) {
+  namespace d = mx::detail;
+  const Kind k = kind_of(ins.arg_dtype);
+  switch (ins.op) {
+    case FusedOp::kAdd: return numbers<Binary, d::Add>(k);
+    case FusedOp::kSubtract: return numbers<Binary, d::Subtract>(k);
+    case FusedOp::kMultiply: return numbers<Binary, d::Multiply>(k);
+    case FusedOp::kDivide: return floats<Binary, d::Divide>(k);
+    case FusedOp::kMaximum: return numbers<Binary, d::Maximum>(k);
+    case FusedOp::kMinimum: return numbers<Binary, d::Minimum>(k);
+    case FusedOp::kLogicalAnd: return bools<Binary, d::LogicalAnd>(k);
+    case FusedOp::kLogicalOr: return bools<Binary, d::LogicalOr>(k);
+    case FusedOp::kBitwiseAnd: return bits<Binary, d::BitwiseAnd>(k);
+    case FusedOp::kBitwiseOr: return bits<Binary, d::BitwiseOr>(k);
+    case FusedOp::kBitwiseXor: return bits<Binary, d::BitwiseXor>(k);
+    case FusedOp::kNegative: return numbers<Unary, d::Negative>(k);
+    case FusedOp::kAbs:
+      return k == Kind::kI32 ? &Unary<int32_t, d::Abs>::run : floats<Unary, d::Abs>(k);
+    case FusedOp::kSqrt: return floats<Unary, d::Sqrt>(k);
+    case FusedOp::kRsqrt: return floats<Unary, d::Rsqrt>(k);
+    case FusedOp::kExp: return floats<Unary, d::Exp>(k);
+    case FusedOp::kLog: return floats<Unary, d::Log>(k);
+    case FusedOp::kTanh: return floats<Unary, d::Tanh>(k);
+    case FusedOp::kSigmoid: return floats<Unary, d::Sigmoid>(k);
+    case FusedOp::kSquare: return numbers<Unary, d::Square>(k);
+    case FusedOp::kLogicalNot: return bools<Unary, d::LogicalNot>(k);
+    case FusedOp::kEqual: return numbers<Compare, d::Equal>(k);
+    case FusedOp::kNotEqual: return numbers<Compare, d::NotEqual>(k);
+    case FusedOp::kLess: return numbers<Compare, d::Less>(k);
+    case FusedOp::kLessEqual: return numbers<Compare, d::LessEqual>(k);
+    case FusedOp::kGreater: return numbers<Compare, d::Greater>(k);
+    case FusedOp::kGreaterEqual: return numbers<Compare, d::GreaterEqual>(k);
+    case FusedOp::kSelect: return selection(kind_of(ins.dtype));
+    case FusedOp::kAsType: return conversion(k, kind_of(ins.dtype));
+  }
+  return nullptr;
+}
+
+// How one input is read for a chunk of the output.
+struct Source {
+  enum class Mode { kDirect, kSplat, kStrided } mode = Mode::kDirect;
+  const char* base = nullptr;
+  int elem = 4;                  // bytes per element
+  std::vector<int64_t> strides;  // per output dim, in elements; 0 where broadcast
+};
+
+// `in` broadcast numpy-style (trailing dims aligned) to `shape`: the fusion pass admits only
+// inputs whose dims past their leading 1s align so (cpu_fusion.cc, broadcasts_to).
+Source source_for(const mx::array& in, const mx::Shape& shape) {
+  Source s;
+  s.base = in.data<char>();
+  s.elem = static_cast<int>(in.itemsize());
+  // Leading size-1 dims mean nothing to the alignment (an input may have more of them).
+  const int nd = static_cast<int>(shape.size()), r = static_cast<int>(in.ndim());
+  int lead = 0;
+  while (lead < r && in.shape(lead) == 1) ++lead;
+  s.strides.assign(nd, 0);
+  bool all_zero = true, row_major = true;
+  int64_t expect = 1;
+  for (int d = nd - 1; d >= 0; --d) {
+    const int j = d - (nd - r);
+    if (j >= lead && in.shape(j) != 1) s.strides[d] = in.strides()[j];
+    all_zero = all_zero && s.strides[d] == 0;
+    if (shape[d] != 1 && s.strides[d] != expect) row_major = false;
+    expect *= shape[d];
+  }
+  s.mode = all_zero ? Source::Mode::kSplat : row_major ? Source::Mode::kDirect
+                                                      : Source::Mode::kStrided;
+  return s;
+}
+
+// Copies output elements [start, start + n) of source `s` into `out`, a row segment at a time.
+template <typename E>
+void gather(const Source& s, const mx::Shape& shape, int64_t start, int n, void* out) {
+  const E* base = reinterpret_cast<const E*>(s.base);
+  E* dst = static_cast<E*>(out);
+  const int nd = static_cast<int>(shape.size());
+  std::vector<int64_t> idx(nd);
+  int64_t rem = start, off = 0;
+  for (int d = nd - 1; d >= 0; --d) {
+    idx[d] = rem % shape[d];
+    rem /= shape[d];
+    off += idx[d] * s.strides[d];
+  }
+  const int last = nd - 1;
+  const int64_t step = s.strides[last];
+  for (int k = 0; k < n;) {
+    const int seg = static_cast<int>(std::min<int64_t>(shape[last] - idx[last], n - k));
+    if (step == 1) {
+      std::memcpy(dst + k, base + off, seg * sizeof(E));
+    } else if (step == 0) {
+      std::fill(dst + k, dst + k + seg, base[off]);
+    } else {
+      for (int q = 0; q < seg; ++q) dst[k + q] = base[off + q * step];
+    }
+    k += seg;
+    idx[last] += seg;
+    off += seg * step;
+    for (int d = last; d > 0 && idx[d] == shape[d]; --d) {  // carry into the outer dims
+      off += s.strides[d - 1] - s.strides[d] * shape[d];
+      idx[d] = 0;
+      ++idx[d - 1];
+    }
+  }
+}
+
+void gather_any(const Source& s, const mx::Shape& shape, int64_t start, int n, void* out) {
+  switch (s.elem) {
+    case 1: return gather<uint8_t>(s, shape, start, n, out);
+    case 2: return gather<uint16_t>(s, shape, start, n, out);
+    case 8: return gather<uint64_t>(s, shape, start, n, out);
+    default: return gather<uint32_t>(s, shape, start, n, out);
+  }
+}
+
+void run_program(const FusedProgram& p, const std::vector<FusedKernel>& kernels,
+                 const std::vector<mx::array>& inputs, mx::array& out) {
+  const int64_t total = static_cast<int64_t>(out.size());
+  const mx::Shape& shape = out.shape();
+  const int nregs = p.num_inputs + static_cast<int>(p.code.size());
+  const int chunk = static_cast<int>(std::min<int64_t>(kChunk, total));
+  // Registers of `chunk` elements of up to 4 bytes (uint32_t keeps them aligned for any type).
+  std::unique_ptr<uint32_t[]> scratch(new uint32_t[static_cast<size_t>(nregs) * chunk]);
+  auto reg = [&](int r) -> void* { return scratch.get() + static_cast<size_t>(r) * chunk; };
+  std::vector<Source> sources;
+  sources.reserve(inputs.size());
+  for (int i = 0; i < p.num_inputs; ++i) {
+    sources.push_back(source_for(inputs[i], shape));
+    const Source& s = sources.back();
+    if (s.mode == Source::Mode::kSplat) {  // one element, repeated once for every chunk
+      char* dst = static_cast<char*>(reg(i));
+      for (int k = 0; k < chunk; ++k) std::memcpy(dst + k * s.elem, s.base, s.elem);
+    }
+  }
+  std::vector<const void*> ptr(nregs);
+  char* out_base = out.data<char>();
+  const int out_elem = static_cast<int>(out.itemsize());
+  const int last = static_cast<int>(p.code.size()) - 1;
+  const void* args[3];
+  for (int64_t start = 0; start < total; start += chunk) {
+    const int n = static_cast<int>(std::min<int64_t>(chunk, total - start));
+    for (int i = 0; i < p.num_inputs; ++i) {
+      const Source& s = sources[i];
+      switch (s.mode) {
+        case Source::Mode::kDirect: ptr[i] = s.base + start * s.elem; break;
+        case Source::Mode::kSplat: ptr[i] = reg(i); break;
+        case Source::Mode::kStrided:
+          gather_any(s, shape, start, n, reg(i));
+          ptr[i] = reg(i);
+          break;
+      }
+    }
+    for (int j = 0; j <= last; ++j) {
+      const FusedInstr& ins = p.code[j];
+      for (size_t a = 0; a < ins.args.size(); ++a) args[a] = ptr[ins.args[a]];
+      void* dst = j == last ? static_cast<void*>(out_base + start * out_elem)
+                            : reg(p.num_inputs + j);
+      kernels[j](args, dst, n);
+      ptr[p.num_inputs + j] = dst;
+    }
+  }
+}
+
+}  // namespace
+
+const char* fused_op_name(FusedOp op) {
+  switch (op) {
+    case FusedOp::kAdd: return "Add";
+    case FusedOp::kSubtract: return "Subtract";
+    case FusedOp::kMultiply: return "Multiply";
+    case FusedOp::kDivide: return "Divide";
+    case FusedOp::kMaximum: return "Maximum";
+    case FusedOp::kMinimum: return "Minimum";
+    case FusedOp::kLogicalAnd: return "LogicalAnd";
+    case FusedOp::kLogicalOr: return "LogicalOr";
+    case FusedOp::kBitwiseAnd: return "BitwiseAnd";
+    case FusedOp::kBitwiseOr: return "BitwiseOr";
+    case FusedOp::kBitwiseXor: return "BitwiseXor";
+    case FusedOp::kNegative: return "Negative";
+    case FusedOp::kAbs: return "Abs";
+    case FusedOp::kSqrt: return "Sqrt";
+    case FusedOp::kRsqrt: return "Rsqrt";
+    case FusedOp::kExp: return "Exp";
+    case FusedOp::kLog: return "Log";
+    case FusedOp::kTanh: return "Tanh";
+    case FusedOp::kSigmoid: return "Sigmoid";
+    case FusedOp::kSquare: return "Square";
+    case FusedOp::kLogicalNot: return "LogicalNot";
+    case FusedOp::kEqual: return "Equal";
+    case FusedOp::kNotEqual: return "NotEqual";
+    case FusedOp::kLess: return "Less";
+    case FusedOp::kLessEqual: return "LessEqual";
+    case FusedOp::kGreater: return "Greater";
+    case FusedOp::kGreaterEqual: return "GreaterEqual";
+    case FusedOp::kSelect: return "Select";
+    case FusedOp::kAsType: return "AsType";
+  }
+  return "?";
+}
+
+bool FusedProgram::supports(FusedOp op, mx::Dtype arg, mx::Dtype out) {
+  const Kind a = kind_of(arg), o = kind_of(out);
+  if (a == Kind::kOther || o == Kind::kOther) return false;
+  const bool number = a == Kind::kF32 || a == Kind::kI32 || a == Kind::kU32;
+  switch (op) {
+    case FusedOp::kAdd: case FusedOp::kSubtract: case FusedOp::kMultiply:
+    case FusedOp::kMaximum: case FusedOp::kMinimum: case FusedOp::kSquare:
+    case FusedOp::kNegative:
+      return number && a == o;
+    case FusedOp::kAbs: return (a == Kind::kF32 || a == Kind::kI32) && a == o;
+    // Integer division by zero traps: left to MLX's own kernel.
+    case FusedOp::kDivide: case FusedOp::kSqrt: case FusedOp::kRsqrt:
+      return a == Kind::kF32 && o == Kind::kF32;
+    // MLX's approximations, evaluated here one element at a time: the same bits as its kernels
+    // only where those run one element at a time too (x86-64; Accelerate/NEON builds run them
+    // over 8-wide vectors, which need not round alike).
+    case FusedOp::kExp: case FusedOp::kLog: case FusedOp::kTanh: case FusedOp::kSigmoid:
+      return a == Kind::kF32 && o == Kind::kF32 && mx::simd::max_size<float> == 1;
+    case FusedOp::kLogicalAnd: case FusedOp::kLogicalOr: case FusedOp::kLogicalNot:
+      return a == Kind::kBool && o == Kind::kBool;
+    case FusedOp::kBitwiseAnd: case FusedOp::kBitwiseOr: case FusedOp::kBitwiseXor:
+      return a != Kind::kF32 && a == o;
+    case FusedOp::kEqual: case FusedOp::kNotEqual: case FusedOp::kLess:
+    case FusedOp::kLessEqual: case FusedOp::kGreater: case FusedOp::kGreaterEqual:
+      return number && o == Kind::kBool;
+    case FusedOp::kSelect: return a == o;
+    case FusedOp::kAsType: return true;
+  }
+  return false;
+}
+
+FusedElementwise::FusedElementwise(mx::Stream stream, std::shared_ptr<const FusedProgram> program)
+    : mx::UnaryPrimitive(stream), program_(std::move(program)) {
+  for (const FusedInstr& ins : program_->code) kernels_.push_back(kernel_for(ins));
+}
+
+void FusedElementwise::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
+  // Write over an input MLX would let go of anyway (as its own elementwise kernels do): each
+  // output element is computed from the same element of a same-shaped contiguous input.
+  bool donated = false;
+  for (const mx::array& in : inputs) {
+    if (in.dtype() == out.dtype() && in.shape() == out.shape() && in.flags().row_contiguous &&
+        in.data_size() == out.size() && in.is_donatable()) {
+      out.copy_shared_buffer(in);
+      donated = true;
+      break;
+    }
+  }
+  if (!donated) out.set_data(mx::allocator::malloc(out.nbytes()));
+  if (out.size() == 0) return;
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  std::vector<mx::array> ins;
+  for (const mx::array& in : inputs) {
+    encoder.set_input_array(in);
+    ins.push_back(mx::array::unsafe_weak_copy(in));
+  }
+  encoder.set_output_array(out);
+  encoder.dispatch([program = program_, kernels = kernels_, ins = std::move(ins),
+                    out = mx::array::unsafe_weak_copy(out)]() mutable {
+    run_program(*program, kernels, ins, out);
+  });
+}
+
+void FusedElementwise::eval_gpu(const std::vector<mx::array>&, mx::array&) {
+  throw std::runtime_error("[FusedElementwise] runs on MLX's CPU only");
+}
+
+bool FusedElementwise::is_equivalent(const mx::Primitive& other) const {
+  const auto* o = dynamic_cast<const FusedElementwise*>(&other);
+  if (o == nullptr) return false;
+  const FusedProgram& a = *program_;
+  const FusedProgram& b = *o->program_;
+  if (a.num_inputs != b.num_inputs || a.code.size() != b.code.size()) return false;
+  for (size_t i = 0; i < a.code.size(); ++i) {
+    const FusedInstr& x = a.code[i];
+    const FusedInstr& y = b.code[i];
+    if (x.op != y.op || x.dtype != y.dtype || x.arg_dtype != y.arg_dtype || x.args != y.args)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace jaxmlx::runtime
