@@ -34,7 +34,10 @@ for f, args in [(row_sum, (x,)), (int_row_sum, (i,)), (row_max, (x,)), (centered
   g = jax.jit(f)
   for _ in range(2):  # the first call traces, the second replays
     got = np.asarray(g(*jax.device_put(args, mlx)))
-  np.testing.assert_array_equal(got, want, err_msg=f.__name__)
+  if got.dtype.kind == "f":  # GPU reductions may sum in another order
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6, err_msg=f.__name__)
+  else:
+    np.testing.assert_array_equal(got, want, err_msg=f.__name__)
 """
 
 
