@@ -138,11 +138,8 @@ StatusOr<Values> broadcast_in_dim(LowerContext& ctx, const ir::Op& op, const mx:
   if (!aligned) return Values{mx::broadcast_to(reshape_view(y, ones), shape)};
   // Leading size-1 dims mean nothing to that alignment: a pending reshape that only adds or
   // drops them (jax's bias [n] -> [1, 1, n] before [1, 1, n] -> [b, s, n]) is skipped.
-  auto trailing = [](const mx::Shape& s) {
-    return mx::Shape(std::find_if(s.begin(), s.end(), [](int d) { return d != 1; }), s.end());
-  };
   while (is_pending_reshape(y) && y.inputs()[0].ndim() <= shape.size() &&
-         trailing(y.inputs()[0].shape()) == trailing(y.shape())) {
+         without_leading_ones(y.inputs()[0].shape()) == without_leading_ones(y.shape())) {
     mx::array in = y.inputs()[0];
     y = std::move(in);
   }

@@ -56,6 +56,13 @@ inline mx::array permute(const mx::array& a, const std::vector<int>& perm) {
   return a;
 }
 
+// `s` without its leading size-1 dims: all that numpy's trailing alignment of a broadcast reads.
+inline mx::Shape without_leading_ones(const mx::Shape& s) {
+  size_t i = 0;
+  while (i < s.size() && s[i] == 1) ++i;
+  return mx::Shape(s.begin() + i, s.end());
+}
+
 // Whether `a` is a pending view made by one of the reshapes reshape_view looks through.
 inline bool is_pending_reshape(const mx::array& a) {
   if (!a.has_primitive()) return false;

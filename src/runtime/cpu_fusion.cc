@@ -8,6 +8,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "lower/shape_util.h"
 #include "mlx/primitives.h"
 #include "runtime/fused_elementwise.h"
 
@@ -55,14 +56,9 @@ std::optional<FusedOp> instruction_of(const mx::array& a) {
   return op;
 }
 
-// Leading size-1 dims dropped: what numpy's trailing alignment of a shape depends on.
-mx::Shape trailing(const mx::Shape& s) {
-  return mx::Shape(std::find_if(s.begin(), s.end(), [](int d) { return d != 1; }), s.end());
-}
-
 // Whether `a` reads `b` broadcast numpy-style: b's dims, aligned to a's trailing ones, are 1 or a's.
 bool broadcasts_to(const mx::Shape& b, const mx::Shape& a) {
-  const mx::Shape t = trailing(b);
+  const mx::Shape t = lower::shape_util::without_leading_ones(b);
   if (t.size() > a.size()) return false;
   for (size_t i = 0; i < t.size(); ++i) {
     const int d = t[t.size() - 1 - i];
@@ -81,8 +77,9 @@ bool is_adapter_into(const mx::array& a, const mx::Shape& shape) {
     return false;
   const std::string_view name = a.primitive().name();
   if (name == "Broadcast") return true;
+  using lower::shape_util::without_leading_ones;
   return (name == "Reshape" || name == "Squeeze" || name == "ExpandDims") &&
-         trailing(a.inputs()[0].shape()) == trailing(a.shape());
+         without_leading_ones(a.inputs()[0].shape()) == without_leading_ones(a.shape());
 }
 
 class Fuser {
