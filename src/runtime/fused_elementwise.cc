@@ -246,13 +246,10 @@ void gather(const Source& s, const mx::Shape& shape, int64_t start, int n, void*
   }
 }
 
+// Inputs are bool (1 byte) or 4-byte numbers: FusedProgram::supports admits no other dtype.
 void gather_any(const Source& s, const mx::Shape& shape, int64_t start, int n, void* out) {
-  switch (s.elem) {
-    case 1: return gather<uint8_t>(s, shape, start, n, out);
-    case 2: return gather<uint16_t>(s, shape, start, n, out);
-    case 8: return gather<uint64_t>(s, shape, start, n, out);
-    default: return gather<uint32_t>(s, shape, start, n, out);
-  }
+  if (s.elem == 1) return gather<uint8_t>(s, shape, start, n, out);
+  gather<uint32_t>(s, shape, start, n, out);
 }
 
 void run_program(const FusedProgram& p, const std::vector<FusedKernel>& kernels,
