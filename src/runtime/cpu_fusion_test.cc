@@ -11,30 +11,15 @@
 #include <limits>
 #include <map>
 #include <string>
-#include <unordered_set>
 
 #include "mlx/mlx.h"
 #include "mlx/primitives.h"
+#include "runtime/graph_stats.h"
 
 namespace mx = mlx::core;
 
 namespace jaxmlx::runtime {
 namespace {
-
-// Primitive name -> count over the unevaluated graph behind `outs`.
-std::map<std::string, int> census(const std::vector<mx::array>& outs) {
-  std::map<std::string, int> n;
-  std::unordered_set<std::uintptr_t> seen;
-  std::vector<mx::array> stack(outs.begin(), outs.end());
-  while (!stack.empty()) {
-    mx::array a = stack.back();
-    stack.pop_back();
-    if (!a.has_primitive() || !seen.insert(a.id()).second) continue;
-    ++n[a.primitive().name()];
-    for (const mx::array& in : a.inputs()) stack.push_back(in);
-  }
-  return n;
-}
 
 bool same_bits(const mx::array& a, const mx::array& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
@@ -55,7 +40,7 @@ Case run(const std::function<std::vector<mx::array>()>& build) {
   c.plain = build();
   c.fused = build();
   c.chains = fuse_cpu_elementwise(c.fused);
-  c.fused_census = census(c.fused);
+  c.fused_census = primitive_counts(c.fused);
   mx::eval(c.plain);
   mx::eval(c.fused);
   return c;

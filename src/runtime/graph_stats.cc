@@ -23,12 +23,7 @@ const char* stats_path() {
 
 }  // namespace
 
-bool graph_stats_enabled() { return stats_path() != nullptr; }
-
-void record_graph_stats(std::string_view program, const std::vector<mx::array>& outputs) {
-  const char* path = stats_path();
-  if (path == nullptr) return;
-  // Depth-first over unevaluated nodes; siblings (one primitive, several outputs) count once.
+std::map<std::string, int> primitive_counts(const std::vector<mx::array>& outputs) {
   std::unordered_set<std::uintptr_t> seen_arrays;
   std::unordered_set<const mx::Primitive*> seen_primitives;
   std::map<std::string, int> by_name;
@@ -44,6 +39,13 @@ void record_graph_stats(std::string_view program, const std::vector<mx::array>& 
     }
     for (const mx::array& in : a.inputs()) stack.push_back(in);
   }
+  return by_name;
+}
+
+void record_graph_stats(std::string_view program, const std::vector<mx::array>& outputs) {
+  const char* path = stats_path();
+  if (path == nullptr) return;
+  const std::map<std::string, int> by_name = primitive_counts(outputs);
   int total = 0;
   for (const auto& [name, n] : by_name) total += n;
   std::string line = "run " + std::string(program) + " " + std::to_string(total);

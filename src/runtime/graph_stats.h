@@ -7,6 +7,8 @@
 // Loop bodies evaluated inside a run (while, scan) are not in the count.
 #pragma once
 
+#include <map>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -14,8 +16,9 @@
 
 namespace jaxmlx::runtime {
 
-// True when JAXMLX_GRAPH_STATS names a file (read once).
-bool graph_stats_enabled();
+// Primitive name (spaces as '_', "Scatter_Sum") -> how many of the unevaluated graph behind
+// `outputs` have it; a primitive with several outputs counts once.
+std::map<std::string, int> primitive_counts(const std::vector<mlx::core::array>& outputs);
 
 // Appends `program`'s line for the unevaluated graph behind `outputs` (no-op when disabled).
 void record_graph_stats(std::string_view program, const std::vector<mlx::core::array>& outputs);
