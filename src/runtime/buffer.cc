@@ -15,6 +15,9 @@ namespace jaxmlx::runtime {
 namespace {
 
 constexpr size_t kStagingAlignment = 64;
+// Transfers up to this size may be made on the calling thread when the worker is idle; larger
+// ones leave the copy to the worker, so that the caller goes on meanwhile.
+constexpr size_t kCallerTransferBytes = size_t{1} << 20;
 
 // A heap block MLX can adopt without copying; freed by the array's deleter.
 uint8_t* alloc_staging(size_t bytes) {
@@ -156,12 +159,18 @@ StatusOr<std::shared_ptr<Buffer>> Buffer::from_host(DeviceWorker& worker, int ty
     if (!st.ok()) buffer->set_error(st);
   };
 
+  // A small transfer the idle worker would only hand back is made by the caller in its place
+  // (DeviceWorker::run_here_if_idle): one thread hand-off less per jax.device_put.
+  auto run = [&worker, bytes](std::function<void()> task) {
+    if (bytes <= kCallerTransferBytes && worker.run_here_if_idle(task)) return;
+    worker.post(std::move(task));
+  };
   if (copy_now) {
     ASSIGN_OR_RETURN(uint8_t* staging, stage());
     host_done.set();
-    worker.post([adopt, staging] { adopt(staging); });
+    run([adopt, staging] { adopt(staging); });
   } else {
-    worker.post([stage, adopt, buffer, host_done, fits] {
+    run([stage, adopt, buffer, host_done, fits] {
       // Checked before staging too, so a refused transfer never copies.
       Status room = guard("BufferFromHostBuffer", fits);
       if (!room.ok()) {

@@ -6,6 +6,7 @@
 #include <exception>
 #include <future>
 #include <new>
+#include <string_view>
 
 #include "mlx/backend/metal/metal.h"
 #include "lower/host_callback.h"
@@ -21,6 +22,31 @@ namespace {
 
 // How long a lazy task may wait for an urgent one to carry it (DeviceWorker::post_lazy).
 constexpr std::chrono::milliseconds kLazyDelay{2};
+
+// The worker a thread runs a task for (DeviceWorker::run_here_if_idle), if any.
+thread_local const DeviceWorker* t_acting_for = nullptr;
+
+// While a thread runs tasks in the worker's place: it counts as the worker, and MLX's ops and
+// evaluations on it use the worker's CPU stream. The thread's own default stream comes back
+// afterwards (made first if it had none, as MLX would on its first op: MLX cannot unset one).
+class ActingAsWorker {
+ public:
+  ActingAsWorker(const DeviceWorker* worker, mx::Stream stream) : previous_(stream) {
+    t_acting_for = worker;
+    std::optional<mx::Stream> own = mx::peek_default_stream(stream.device);
+    previous_ = own ? *own : mx::default_stream(stream.device);
+    mx::set_default_stream(stream);
+  }
+  ~ActingAsWorker() {
+    mx::set_default_stream(previous_);
+    t_acting_for = nullptr;
+  }
+  ActingAsWorker(const ActingAsWorker&) = delete;
+  ActingAsWorker& operator=(const ActingAsWorker&) = delete;
+
+ private:
+  mx::Stream previous_;
+};
 
 }  // namespace
 
@@ -56,6 +82,8 @@ DeviceWorker::DeviceWorker() {
   // reads it; no effect on Metal or the CPU.
   setenv("MLX_ENABLE_TF32", "0", /*overwrite=*/0);
   apply_metal_settings();
+  const char* lend = std::getenv("JAXMLX_CALLER_RUNS");
+  lend_ = lend == nullptr || std::string_view(lend) != "0";
   thread_ = std::thread([queue = queue_] { loop(queue); });
   thread_id_ = thread_.get_id();
   Status st = run_sync([this] { return init_device(); });
@@ -83,6 +111,10 @@ Status DeviceWorker::init_device() {
     bool gpu = mx::gpu::is_available();
     mx::Device dev = gpu ? mx::Device(mx::Device::gpu, 0) : mx::Device(mx::Device::cpu, 0);
     mx::set_default_device(dev);
+    if (!gpu) {
+      shared_stream_ = mx::new_thread_unsafe_stream(dev);
+      mx::set_default_stream(*shared_stream_);
+    }
     info_.is_gpu = gpu;
     info_.is_metal = gpu && mx::metal::is_available();
     const auto& props = mx::device_info(dev);
@@ -103,7 +135,46 @@ Status DeviceWorker::init_device() {
   });
 }
 
+bool DeviceWorker::on_worker_thread() const {
+  return std::this_thread::get_id() == thread_id_ || t_acting_for == this;
+}
+
 void DeviceWorker::post(std::function<void()> task) { enqueue(std::move(task), false); }
+
+bool DeviceWorker::run_here_if_idle(std::function<void()>& task) {
+  if (!lend_ || !shared_stream_ || t_acting_for != nullptr || on_worker_thread()) return false;
+  // The task may wait for MLX's stream thread (MLX bounds the tasks in flight; the memory
+  // governor synchronizes), which may be running a completion that calls into jaxlib: from now
+  // on such callbacks go to the notifier thread (event.h), and one already running means no.
+  WaitingForWorker waiting;
+  if (external_callbacks_running()) return false;
+  std::deque<Task> queued;
+  {
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    Queue& q = *queue_;
+    if (q.running || q.borrowed || q.urgent > 0 || q.stopping) return false;
+    q.borrowed = true;
+    queued.swap(q.tasks);  // lazy ones only (no urgent task is queued)
+  }
+  {
+    ActingAsWorker acting(this, *shared_stream_);
+    for (Task& t : queued) {
+      t.fn();
+      t.fn = nullptr;
+    }
+    task();
+    task = nullptr;
+  }
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    queue_->borrowed = false;
+    // Only a worker that woke for work posted meanwhile (or to stop) waits for us.
+    wake = !queue_->tasks.empty() || queue_->stopping;
+  }
+  if (wake) queue_->cv.notify_one();
+  return true;
+}
 
 void DeviceWorker::post_lazy(std::function<void()> task) { enqueue(std::move(task), true); }
 
@@ -143,6 +214,11 @@ void DeviceWorker::loop(std::shared_ptr<Queue> queue) {
   Queue& q = *queue;
   std::unique_lock<std::mutex> lock(q.mu);
   for (;;) {
+    if (q.borrowed) {
+      // Another thread runs a task in the worker's place: it wakes us if work came meanwhile.
+      q.cv.wait(lock, [&] { return !q.borrowed; });
+      continue;
+    }
     if (q.urgent == 0 && !q.stopping) {
       // Light sleep: lazy tasks queued now wait for the next urgent task, or for the timeout.
       q.cv.wait_for(lock, kLazyDelay, [&] { return q.urgent > 0 || q.stopping; });
@@ -154,6 +230,7 @@ void DeviceWorker::loop(std::shared_ptr<Queue> queue) {
         continue;
       }
     }
+    if (q.borrowed) continue;
     // Drain everything queued before stopping: pending frees and transfers must complete.
     if (q.tasks.empty()) {
       if (q.stopping) return;
@@ -162,10 +239,12 @@ void DeviceWorker::loop(std::shared_ptr<Queue> queue) {
     Task task = std::move(q.tasks.front());
     q.tasks.pop_front();
     if (!task.lazy) --q.urgent;
+    q.running = true;
     lock.unlock();
     task.fn();
     task.fn = nullptr;  // whatever the task held is released outside the lock
     lock.lock();
+    q.running = false;
   }
 }
 

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "base/status.h"
+#include "mlx/stream.h"
 
 namespace jaxmlx::runtime {
 
@@ -60,7 +61,20 @@ class DeviceWorker {
   // of our threads (runtime/event.h) -- and the caller must not wait on.
   static bool wait_unless_python_blocks(const std::function<bool()>& wait_a_little);
 
-  bool on_worker_thread() const { return std::this_thread::get_id() == thread_id_; }
+  // Runs `task` on the calling thread in the worker's place, if the worker is idle with no
+  // urgent work queued: queued lazy tasks run first (FIFO), then `task`, with this thread
+  // counting as the worker (on_worker_thread(); posts from it run inline) and MLX's CPU stream
+  // of the worker as its default stream; the worker starts nothing meanwhile. False, with
+  // nothing run, when the worker is busy, this is not MLX's CPU, or a jaxlib callback is
+  // running on one of our threads (it may wait for Python's GIL, which the caller may hold).
+  // Saves the caller -> worker thread hand-off on a small run (bench/README.md, "Runs on the
+  // calling thread"). JAXMLX_CALLER_RUNS=0 (read when the worker starts) turns it off. The
+  // task must not wait for work it posts. When it ran, `task` is left
+  // empty (what it held is released in the worker's place too).
+  bool run_here_if_idle(std::function<void()>& task);
+
+  // The worker's thread, or a thread running a task in its place (run_here_if_idle).
+  bool on_worker_thread() const;
 
  private:
   // The queue outlives this object while the thread drains it (see the destructor).
@@ -74,6 +88,8 @@ class DeviceWorker {
     std::deque<Task> tasks;
     size_t urgent = 0;        // tasks queued by post (not post_lazy)
     bool deep_sleep = false;  // idle for longer than that: post_lazy wakes the worker
+    bool running = false;     // the worker is running a task
+    bool borrowed = false;    // another thread runs a task in the worker's place
     bool stopping = false;
   };
   void enqueue(std::function<void()> task, bool lazy);
@@ -84,6 +100,11 @@ class DeviceWorker {
   DeviceInfo info_;
   std::thread thread_;
   std::thread::id thread_id_;
+  // On MLX's CPU: the worker's default stream, made with new_thread_unsafe_stream so that
+  // another thread may use it in the worker's place (MLX keeps other streams' CPU command
+  // encoders per thread). None on GPUs: runs stay on the worker.
+  std::optional<mlx::core::Stream> shared_stream_;
+  bool lend_ = true;  // JAXMLX_CALLER_RUNS
 };
 
 // Runs `fn`, turning an exception (MLX reports errors by throwing) into an INTERNAL status that

@@ -14,6 +14,7 @@
 // run's outputs and queues a task on MLX's stream right behind its kernels; that task sets the
 // output buffers' ready events. The worker never waits for a run, and the caller is woken by
 // MLX's stream thread directly (bench/README.md, "Where the time goes").
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -33,6 +34,7 @@
 #include "lower/host_callback.h"
 #include "lower/interpreter.h"
 #include "lower/util.h"
+#include "mlx/compile_impl.h"
 #include "mlx/mlx.h"
 #include "mlx/primitives.h"
 #include "mlx/scheduler.h"
@@ -171,6 +173,55 @@ bool traceable_custom_call(const ir::Op& op) {
 
 using CompiledFn = std::function<std::vector<mx::array>(const std::vector<mx::array>&)>;
 
+// A program's replayed function, callable from the worker and from a thread running in its
+// place (DeviceWorker::run_here_if_idle). MLX keeps one compile cache per thread (each thread
+// traces once), and mx::compile erases a function's traced graph only from the cache of the
+// thread that made it: this one erases it from every cache that traced it, and its key is a
+// process-unique number, never an address a later function could reuse and be handed an old
+// graph for.
+class ReplayedFn {
+ public:
+  ReplayedFn() = default;
+  ~ReplayedFn() { reset(); }
+  ReplayedFn(const ReplayedFn&) = delete;
+  ReplayedFn& operator=(const ReplayedFn&) = delete;
+
+  void set(CompiledFn traced) {
+    reset();
+    static std::atomic<std::uintptr_t> next_id{std::uintptr_t{1} << 62};
+    id_ = next_id.fetch_add(1);
+    fn_ = mx::detail::compile(std::move(traced), id_);
+  }
+  explicit operator bool() const { return static_cast<bool>(fn_); }
+
+  // On the worker or a thread acting as it (one at a time).
+  std::vector<mx::array> operator()(const std::vector<mx::array>& xs) {
+    mx::detail::CompileCacheWeakPtr cache = mx::detail::compile_cache();
+    bool known = false;
+    for (const auto& c : caches_) known |= !c.owner_before(cache) && !cache.owner_before(c);
+    if (!known) caches_.push_back(cache);
+    return fn_(xs);
+  }
+
+  // Any thread: MLX's caches take erasures from other threads.
+  void reset() {
+    for (const auto& c : caches_) mx::detail::compile_erase(c, id_);
+    caches_.clear();
+    fn_ = nullptr;
+  }
+
+ private:
+  std::uintptr_t id_ = 0;
+  CompiledFn fn_;
+  std::vector<mx::detail::CompileCacheWeakPtr> caches_;
+};
+
+// Replayed programs of at most this many MLX primitives run on the calling thread when the
+// worker is idle: building their graph costs the caller less than the hand-off to the worker
+// (bench/README.md, "Runs on the calling thread"); a larger graph is built on the worker while
+// the caller goes on.
+constexpr size_t kCallerRunPrimitives = 256;
+
 // Replays while conditions and bodies (without nested control flow) as compiled graphs. Inputs
 // of each graph: the region's arguments, the outer values it reads, and its constants.
 class RegionCache final : public lower::RegionRunner {
@@ -308,11 +359,10 @@ class ExecutableImpl final : public Executable,
       : worker_(std::move(worker)), module_(std::move(module)) {}
 
   ~ExecutableImpl() override {
-    // MLX's compile cache is per thread: release the compiled function (and arrays) on the worker.
+    compiled_.reset();  // out of every thread's compile cache (ReplayedFn)
+    // The region functions' graphs are in the worker's compile cache: released on the worker.
     if (!worker_) return;
-    worker_->post([fn = std::move(compiled_), consts = std::move(constants_),
-                   regions = std::move(regions_)]() mutable {
-      fn = nullptr;
+    worker_->post([consts = std::move(constants_), regions = std::move(regions_)]() mutable {
       regions.reset();
       consts.clear();
     });
@@ -372,7 +422,12 @@ class ExecutableImpl final : public Executable,
   // MLX on the CPU: a run's outputs are signalled by a task queued on MLX's stream behind its
   // kernels, so the worker never waits for them (set in init).
   bool async_completion_ = false;
-  CompiledFn compiled_;
+  bool caller_runs_ = false;  // may run on the calling thread (set in init)
+  ReplayedFn compiled_;
+  // Runs may be made on the calling thread (DeviceWorker::run_here_if_idle): a replayed,
+  // asynchronously completed program of at most kCallerRunPrimitives primitives, after its
+  // first run on the worker. Set on the worker, read by callers.
+  std::atomic<bool> runs_on_caller_{false};
   std::shared_ptr<RegionCache> regions_;  // compiled loop regions, when compiling is on
 };
 
@@ -422,6 +477,9 @@ Status ExecutableImpl::init() {
   // itself, to redo a failed one eagerly.
   async_completion_ = !worker_->info().is_gpu && !calls_host_ && mode_ != GraphMode::kFused;
   use_compiled_ = info_.straight_line && num_computed_ > 0 && mode_ != GraphMode::kEager;
+  // A program that computes nothing (it returns arguments or constants) has no graph to build.
+  caller_runs_ = (use_compiled_ || (info_.straight_line && num_computed_ == 0)) &&
+                 async_completion_;
   if (mode_ != GraphMode::kEager && !info_.straight_line)
     regions_ = std::make_shared<RegionCache>(info_, constants_, mode_, fuse_cpu_);
   return check_on_worker();
@@ -503,8 +561,8 @@ void ExecutableImpl::execute(std::vector<std::shared_ptr<Buffer>> inputs,
   // Python waits at exit for queued runs that will call into it.
   auto pending = calls_host_ ? std::make_shared<lower::PendingHostCallbackRun>() : nullptr;
   donated.resize(inputs.size(), false);
-  worker_->post([self, inputs = std::move(inputs), outputs = std::move(outputs), done, pending,
-                 donated = std::move(donated)] {
+  std::function<void()> task = [self, inputs = std::move(inputs), outputs = std::move(outputs),
+                                done, pending, donated = std::move(donated)] {
     bool signalled = false;
     Status st = guard("execute", [&]() -> Status {
       if (self->deferred_check_.valid()) RETURN_IF_ERROR(self->checked());
@@ -556,15 +614,26 @@ void ExecutableImpl::execute(std::vector<std::shared_ptr<Buffer>> inputs,
       }
     }
     done.set(st);
-  });
+  };
+  if (runs_on_caller_.load(std::memory_order_acquire) && worker_->run_here_if_idle(task)) return;
+  worker_->post(std::move(task));
 }
 
 bool ExecutableImpl::finish_async(Values& outs, const std::vector<std::shared_ptr<Buffer>>& outputs,
                                   const Event& done) {
   mx::Stream stream = mx::default_stream(mx::default_device());
-  for (const mx::array& a : outs)
+  bool computed = false;
+  for (const mx::array& a : outs) {
     if (a.status() == mx::array::Status::unscheduled && a.primitive().stream() != stream)
       return false;
+    computed |= !a.is_available();
+  }
+  if (!computed) {
+    // Arguments or constants whose values exist already: ready now, nothing to run.
+    for (size_t i = 0; i < outs.size(); ++i) outputs[i]->set_array(outs[i]);
+    done.set();
+    return true;
+  }
   // Everything but the evaluation is prepared first, so that the completion task is queued
   // right behind the kernels, usually before MLX's stream thread has run them and gone back to
   // sleep (one thread wake-up less per run). The stored arrays are the ones evaluated below.
@@ -623,8 +692,10 @@ StatusOr<Values> ExecutableImpl::run(const Values& args) {
     }
     if (out.ok()) return out;
     use_compiled_ = false;  // stays eager from now on; this run is redone below
-    compiled_ = nullptr;
+    runs_on_caller_.store(false);
+    compiled_.reset();
   }
+  if (caller_runs_ && num_computed_ == 0) runs_on_caller_.store(true);
   if (regions_ && mode_ == GraphMode::kFused) {
     try {
       return run_eager(args, /*evaluate=*/true);
@@ -637,9 +708,10 @@ StatusOr<Values> ExecutableImpl::run(const Values& args) {
 }
 
 StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
-  if (!compiled_) {
+  const bool first = !compiled_;
+  if (first) {
     size_t nargs = args.size();
-    compiled_ = mx::compile([this, nargs](const std::vector<mx::array>& xs) {
+    compiled_.set([this, nargs](const std::vector<mx::array>& xs) {
       Values a(xs.begin(), xs.begin() + nargs);
       Values consts(xs.begin() + nargs, xs.end());
       lower::TracedConstants known(consts, constants_);
@@ -661,6 +733,9 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
     computed = compiled_(xs);
   }
   record_graph_stats(name_, computed);  // JAXMLX_GRAPH_STATS
+  if (first && caller_runs_)
+    runs_on_caller_.store(pending_primitives(computed, kCallerRunPrimitives + 1) <=
+                          kCallerRunPrimitives);
   if (mode_ == GraphMode::kFused) mx::eval(computed);
   Values outs;
   for (const OutputSource& s : sources_) {

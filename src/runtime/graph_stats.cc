@@ -42,6 +42,22 @@ std::map<std::string, int> primitive_counts(const std::vector<mx::array>& output
   return by_name;
 }
 
+size_t pending_primitives(const std::vector<mx::array>& outputs, size_t limit) {
+  std::unordered_set<std::uintptr_t> seen_arrays;
+  std::unordered_set<const mx::Primitive*> seen_primitives;
+  std::vector<mx::array> stack(outputs.begin(), outputs.end());
+  while (!stack.empty() && seen_primitives.size() < limit) {
+    mx::array a = std::move(stack.back());
+    stack.pop_back();
+    if (!seen_arrays.insert(a.id()).second || !a.has_primitive() ||
+        a.status() != mx::array::Status::unscheduled)
+      continue;
+    seen_primitives.insert(&a.primitive());
+    for (const mx::array& in : a.inputs()) stack.push_back(in);
+  }
+  return seen_primitives.size();
+}
+
 void record_graph_stats(std::string_view program, const std::vector<mx::array>& outputs) {
   const char* path = stats_path();
   if (path == nullptr) return;

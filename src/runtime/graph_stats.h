@@ -20,6 +20,10 @@ namespace jaxmlx::runtime {
 // `outputs` have it; a primitive with several outputs counts once.
 std::map<std::string, int> primitive_counts(const std::vector<mlx::core::array>& outputs);
 
+// How many primitives of the graph behind `outputs` are yet to be scheduled (arrays that earlier
+// evaluations have not reached), counting up to `limit`.
+size_t pending_primitives(const std::vector<mlx::core::array>& outputs, size_t limit);
+
 // Appends `program`'s line for the unevaluated graph behind `outputs` (no-op when disabled).
 void record_graph_stats(std::string_view program, const std::vector<mlx::core::array>& outputs);
 

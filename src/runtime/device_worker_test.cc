@@ -1,0 +1,263 @@
+// DeviceWorker::run_here_if_idle: a task run on the calling thread in the worker's place, and
+// the worker's queue around it (runs in order, nothing concurrent, nothing lost).
+#include "runtime/device_worker.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "mlx/mlx.h"
+#include "runtime/event.h"
+
+namespace mx = mlx::core;
+
+namespace jaxmlx::runtime {
+namespace {
+
+// The worker's default MLX stream, as the worker sees it.
+mx::Stream worker_stream(DeviceWorker& w) {
+  std::optional<mx::Stream> s;
+  EXPECT_TRUE(w.run_sync([&] {
+                 s = mx::default_stream(mx::default_device());
+                 return Status();
+               }).ok());
+  return *s;
+}
+
+// Waits until the worker has run everything queued so far.
+void drain(DeviceWorker& w) { ASSERT_TRUE(w.run_sync([] { return Status(); }).ok()); }
+
+// Runs `task` in the worker's place once the worker is idle: a task that just set a promise
+// (drain) may not have returned yet.
+bool run_here_soon(DeviceWorker& w, std::function<void()>& task) {
+  for (int i = 0; i < 2000; ++i) {
+    if (w.run_here_if_idle(task)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+class DeviceWorkerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    unsetenv("JAXMLX_CALLER_RUNS");
+    worker_ = std::make_shared<DeviceWorker>();
+    if (worker_->info().is_gpu) GTEST_SKIP() << "runs stay on the worker on GPUs";
+    drain(*worker_);
+  }
+  std::shared_ptr<DeviceWorker> worker_;
+};
+
+TEST_F(DeviceWorkerTest, IdleWorkerLetsTheCallerRunWithItsStream) {
+  const mx::Stream theirs = worker_stream(*worker_);
+  const mx::Stream mine = mx::default_stream(mx::default_device());
+  ASSERT_NE(mine, theirs);
+  const std::thread::id me = std::this_thread::get_id();
+  bool ran = false;
+  float sum = 0;
+  std::function<void()> task = [&] {
+    ran = true;
+    EXPECT_EQ(std::this_thread::get_id(), me);
+    EXPECT_TRUE(worker_->on_worker_thread());
+    EXPECT_EQ(mx::default_stream(mx::default_device()), theirs);
+    mx::array a = mx::sum(mx::arange(5.0f) + 1.0f);
+    mx::eval(a);
+    sum = a.item<float>();
+  };
+  ASSERT_TRUE(run_here_soon(*worker_, task));
+  EXPECT_TRUE(ran);
+  EXPECT_FALSE(task);  // consumed
+  EXPECT_EQ(sum, 15.0f);
+  EXPECT_FALSE(worker_->on_worker_thread());
+  EXPECT_EQ(mx::default_stream(mx::default_device()), mine);  // the caller's stream is back
+}
+
+TEST_F(DeviceWorkerTest, AThreadWithoutAStreamGetsItsOwnAfterwards) {
+  const mx::Stream theirs = worker_stream(*worker_);
+  std::thread t([&] {
+    ASSERT_FALSE(mx::peek_default_stream(mx::default_device()).has_value());
+    std::function<void()> task = [] {};
+    ASSERT_TRUE(run_here_soon(*worker_, task));
+    std::optional<mx::Stream> own = mx::peek_default_stream(mx::default_device());
+    ASSERT_TRUE(own.has_value());
+    EXPECT_NE(*own, theirs);  // MLX work of this thread never lands on the worker's stream
+  });
+  t.join();
+}
+
+TEST_F(DeviceWorkerTest, BusyWorkerKeepsTheTask) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> started{false};
+  worker_->post([&, released] {
+    started = true;
+    released.wait();
+  });
+  while (!started) std::this_thread::yield();
+  int runs = 0;
+  std::function<void()> task = [&] { ++runs; };
+  EXPECT_FALSE(worker_->run_here_if_idle(task));  // running a task
+  EXPECT_TRUE(task);
+  EXPECT_EQ(runs, 0);
+  release.set_value();
+  EXPECT_TRUE(run_here_soon(*worker_, task));
+  EXPECT_EQ(runs, 1);
+}
+
+TEST_F(DeviceWorkerTest, QueuedUrgentWorkKeepsTheTask) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> started{false};
+  worker_->post([&, released] {
+    started = true;
+    released.wait();
+  });
+  while (!started) std::this_thread::yield();
+  std::vector<std::string> order;
+  std::mutex mu;
+  worker_->post([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back("queued");
+  });
+  release.set_value();
+  // Either the queued task is still waiting (then the caller must not overtake it) or it ran.
+  std::function<void()> task = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back("caller");
+  };
+  if (!worker_->run_here_if_idle(task)) worker_->post(std::move(task));
+  drain(*worker_);
+  EXPECT_EQ(order, (std::vector<std::string>{"queued", "caller"}));
+}
+
+TEST_F(DeviceWorkerTest, LazyTasksQueuedBeforeRunFirst) {
+  std::vector<std::string> order;
+  std::mutex mu;
+  for (int i = 0; i < 3; ++i) {
+    worker_->post_lazy([&, i] {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back("lazy" + std::to_string(i));
+    });
+  }
+  std::function<void()> task = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back("caller");
+  };
+  if (!worker_->run_here_if_idle(task)) worker_->post(std::move(task));
+  drain(*worker_);
+  EXPECT_EQ(order, (std::vector<std::string>{"lazy0", "lazy1", "lazy2", "caller"}));
+}
+
+TEST_F(DeviceWorkerTest, WorkerStartsNothingWhileTheCallerRuns) {
+  std::atomic<bool> inside{false};
+  std::atomic<bool> overlapped{false};
+  std::atomic<int> posted_runs{0};
+  std::function<void()> task = [&] {
+    inside = true;
+    // Another thread posts meanwhile: the worker wakes for it, and must wait for us.
+    std::thread other([&] {
+      worker_->post([&] {
+        overlapped = overlapped || inside.load();
+        ++posted_runs;
+      });
+      worker_->post_lazy([&] {
+        overlapped = overlapped || inside.load();
+        ++posted_runs;
+      });
+    });
+    other.join();
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    // Posts from the thread in the worker's place run at once, as on the worker.
+    bool inline_ran = false;
+    worker_->post([&] { inline_ran = true; });
+    EXPECT_TRUE(inline_ran);
+    // And it does not lend itself twice.
+    std::function<void()> nested = [] {};
+    EXPECT_FALSE(worker_->run_here_if_idle(nested));
+    inside = false;
+  };
+  ASSERT_TRUE(run_here_soon(*worker_, task));
+  drain(*worker_);
+  EXPECT_EQ(posted_runs.load(), 2);
+  EXPECT_FALSE(overlapped.load());
+}
+
+TEST_F(DeviceWorkerTest, ManyThreadsRunEachTaskOnceAndNeverTogether) {
+  std::atomic<int> active{0}, most{0}, runs{0}, on_caller{0};
+  auto body = [&] {
+    int now = ++active;
+    int seen = most.load();
+    while (now > seen && !most.compare_exchange_weak(seen, now)) {
+    }
+    mx::eval(mx::array(1.0f) + 1.0f);
+    --active;
+    ++runs;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        // Most run here (waiting for the worker to be idle), some are posted (urgent or lazy).
+        std::function<void()> task = body;
+        if (i % 4 != 0) {
+          while (!worker_->run_here_if_idle(task)) std::this_thread::yield();
+          ++on_caller;
+        } else if (i % 8 == 0) {
+          worker_->post_lazy(std::move(task));
+        } else {
+          worker_->post(std::move(task));
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  drain(*worker_);
+  EXPECT_EQ(runs.load(), 800);
+  EXPECT_EQ(most.load(), 1);
+  EXPECT_EQ(on_caller.load(), 600);
+}
+
+// A jaxlib callback running on one of our threads may wait for Python's GIL, which the caller
+// may hold: the caller must not then do work that can wait for that thread.
+TEST_F(DeviceWorkerTest, NotWhileAnExternalCallbackRuns) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> in_callback{false};
+  Event e;
+  e.on_ready(
+      [&, released](const Status&) {
+        in_callback = true;
+        released.wait();
+      },
+      /*external=*/true);
+  std::thread notifier([&] {
+    DeferEventCallbacks defer;  // as MLX's stream thread setting a run's outputs ready
+    e.set();
+  });
+  while (!in_callback) std::this_thread::yield();
+  std::function<void()> task = [] {};
+  EXPECT_FALSE(worker_->run_here_if_idle(task));
+  release.set_value();
+  notifier.join();
+  EXPECT_TRUE(run_here_soon(*worker_, task));
+}
+
+TEST(DeviceWorkerEnvTest, CallerRunsOff) {
+  setenv("JAXMLX_CALLER_RUNS", "0", 1);
+  auto worker = std::make_shared<DeviceWorker>();
+  unsetenv("JAXMLX_CALLER_RUNS");
+  drain(*worker);
+  int runs = 0;
+  std::function<void()> task = [&] { ++runs; };
+  EXPECT_FALSE(worker->run_here_if_idle(task));
+  EXPECT_EQ(runs, 0);
+}
+
+}  // namespace
+}  // namespace jaxmlx::runtime
