@@ -258,11 +258,14 @@ void run_program(const FusedProgram& p, const std::vector<FusedKernel>& kernels,
   const mx::Shape& shape = out.shape();
   const int nregs = p.num_inputs + static_cast<int>(p.code.size());
   const int chunk = static_cast<int>(std::min<int64_t>(kChunk, total));
-  // Registers of `chunk` elements of up to 4 bytes (uint32_t keeps them aligned for any type).
-  std::unique_ptr<uint32_t[]> scratch(new uint32_t[static_cast<size_t>(nregs) * chunk]);
-  auto reg = [&](int r) -> void* { return scratch.get() + static_cast<size_t>(r) * chunk; };
-  std::vector<Source> sources;
-  sources.reserve(inputs.size());
+  // Registers of `chunk` elements of up to 4 bytes (uint32_t keeps them aligned for any type),
+  // and the per-input state: kept by MLX's stream thread from run to run (no allocation each).
+  thread_local std::vector<uint32_t> scratch;
+  thread_local std::vector<Source> sources;
+  thread_local std::vector<const void*> ptr;
+  scratch.resize(std::max(scratch.size(), static_cast<size_t>(nregs) * chunk));
+  auto reg = [&](int r) -> void* { return scratch.data() + static_cast<size_t>(r) * chunk; };
+  sources.clear();
   for (int i = 0; i < p.num_inputs; ++i) {
     sources.push_back(source_for(inputs[i], shape));
     const Source& s = sources.back();
@@ -271,7 +274,7 @@ void run_program(const FusedProgram& p, const std::vector<FusedKernel>& kernels,
       for (int k = 0; k < chunk; ++k) std::memcpy(dst + k * s.elem, s.base, s.elem);
     }
   }
-  std::vector<const void*> ptr(nregs);
+  ptr.assign(nregs, nullptr);
   char* out_base = out.data<char>();
   const int out_elem = static_cast<int>(out.itemsize());
   const int last = static_cast<int>(p.code.size()) - 1;
@@ -370,7 +373,9 @@ bool FusedProgram::supports(FusedOp op, mx::Dtype arg, mx::Dtype out) {
 
 FusedElementwise::FusedElementwise(mx::Stream stream, std::shared_ptr<const FusedProgram> program)
     : mx::UnaryPrimitive(stream), program_(std::move(program)) {
-  for (const FusedInstr& ins : program_->code) kernels_.push_back(kernel_for(ins));
+  auto kernels = std::make_shared<std::vector<FusedKernel>>();
+  for (const FusedInstr& ins : program_->code) kernels->push_back(kernel_for(ins));
+  kernels_ = std::move(kernels);
 }
 
 void FusedElementwise::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
@@ -396,7 +401,7 @@ void FusedElementwise::eval_cpu(const std::vector<mx::array>& inputs, mx::array&
   encoder.set_output_array(out);
   encoder.dispatch([program = program_, kernels = kernels_, ins = std::move(ins),
                     out = mx::array::unsafe_weak_copy(out)]() mutable {
-    run_program(*program, kernels, ins, out);
+    run_program(*program, *kernels, ins, out);
   });
 }
 

@@ -72,7 +72,8 @@ class FusedElementwise final : public mlx::core::UnaryPrimitive {
 
  private:
   std::shared_ptr<const FusedProgram> program_;
-  std::vector<FusedKernel> kernels_;  // one per instruction
+  // One per instruction; shared with the tasks dispatched (no copy per run).
+  std::shared_ptr<const std::vector<FusedKernel>> kernels_;
 };
 
 }  // namespace jaxmlx::runtime
