@@ -216,11 +216,15 @@ class ReplayedFn {
   std::vector<mx::detail::CompileCacheWeakPtr> caches_;
 };
 
-// Replayed programs of at most this many MLX primitives run on the calling thread when the
-// worker is idle: building their graph costs the caller less than the hand-off to the worker
-// (bench/README.md, "Runs on the calling thread"); a larger graph is built on the worker while
-// the caller goes on.
+// Replayed programs of at most this many MLX primitives, whose graph's arrays (inputs and
+// intermediates) add up to at most this many bytes, run on the calling thread when the worker
+// is idle and MLX's streams have no backlog: building their graph costs the caller less than the
+// hand-off to the worker (bench/README.md, "Runs on the calling thread"). A larger graph is built
+// on the worker while the caller goes on, and so is one with more data: MLX's eval waits for its
+// stream once ~100 kernels are in flight, and that wait should not hold up the caller of a long
+// run (decode_token of the benchmarks: 126 primitives, 5.3 MB).
 constexpr size_t kCallerRunPrimitives = 256;
+constexpr size_t kCallerRunBytes = size_t{8} << 20;
 
 // Replays while conditions and bodies (without nested control flow) as compiled graphs. Inputs
 // of each graph: the region's arguments, the outer values it reads, and its constants.
@@ -425,8 +429,9 @@ class ExecutableImpl final : public Executable,
   bool caller_runs_ = false;  // may run on the calling thread (set in init)
   ReplayedFn compiled_;
   // Runs may be made on the calling thread (DeviceWorker::run_here_if_idle): a replayed,
-  // asynchronously completed program of at most kCallerRunPrimitives primitives, after its
-  // first run on the worker. Set on the worker, read by callers.
+  // asynchronously completed program within kCallerRunPrimitives and kCallerRunBytes, after
+  // its first run on the worker, or one that computes nothing. Set on the worker, read by
+  // callers.
   std::atomic<bool> runs_on_caller_{false};
   std::shared_ptr<RegionCache> regions_;  // compiled loop regions, when compiling is on
 };
@@ -615,7 +620,9 @@ void ExecutableImpl::execute(std::vector<std::shared_ptr<Buffer>> inputs,
     }
     done.set(st);
   };
-  if (runs_on_caller_.load(std::memory_order_acquire) && worker_->run_here_if_idle(task)) return;
+  if (runs_on_caller_.load(std::memory_order_acquire) && mx::scheduler::n_active_tasks() == 0 &&
+      worker_->run_here_if_idle(task))
+    return;
   worker_->post(std::move(task));
 }
 
@@ -733,9 +740,10 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
     computed = compiled_(xs);
   }
   record_graph_stats(name_, computed);  // JAXMLX_GRAPH_STATS
-  if (first && caller_runs_)
-    runs_on_caller_.store(pending_primitives(computed, kCallerRunPrimitives + 1) <=
-                          kCallerRunPrimitives);
+  if (first && caller_runs_) {
+    PendingGraph g = pending_graph(computed, kCallerRunPrimitives + 1);
+    runs_on_caller_.store(g.primitives <= kCallerRunPrimitives && g.bytes <= kCallerRunBytes);
+  }
   if (mode_ == GraphMode::kFused) mx::eval(computed);
   Values outs;
   for (const OutputSource& s : sources_) {

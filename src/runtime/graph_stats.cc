@@ -42,20 +42,22 @@ std::map<std::string, int> primitive_counts(const std::vector<mx::array>& output
   return by_name;
 }
 
-size_t pending_primitives(const std::vector<mx::array>& outputs, size_t limit) {
+PendingGraph pending_graph(const std::vector<mx::array>& outputs, size_t max_primitives) {
   std::unordered_set<std::uintptr_t> seen_arrays;
   std::unordered_set<const mx::Primitive*> seen_primitives;
+  PendingGraph g;
   std::vector<mx::array> stack(outputs.begin(), outputs.end());
-  while (!stack.empty() && seen_primitives.size() < limit) {
+  while (!stack.empty() && seen_primitives.size() < max_primitives) {
     mx::array a = std::move(stack.back());
     stack.pop_back();
-    if (!seen_arrays.insert(a.id()).second || !a.has_primitive() ||
-        a.status() != mx::array::Status::unscheduled)
-      continue;
+    if (!seen_arrays.insert(a.id()).second) continue;
+    g.bytes += a.nbytes();
+    if (!a.has_primitive() || a.status() != mx::array::Status::unscheduled) continue;
     seen_primitives.insert(&a.primitive());
     for (const mx::array& in : a.inputs()) stack.push_back(in);
   }
-  return seen_primitives.size();
+  g.primitives = seen_primitives.size();
+  return g;
 }
 
 void record_graph_stats(std::string_view program, const std::vector<mx::array>& outputs) {

@@ -20,9 +20,14 @@ namespace jaxmlx::runtime {
 // `outputs` have it; a primitive with several outputs counts once.
 std::map<std::string, int> primitive_counts(const std::vector<mlx::core::array>& outputs);
 
-// How many primitives of the graph behind `outputs` are yet to be scheduled (arrays that earlier
-// evaluations have not reached), counting up to `limit`.
-size_t pending_primitives(const std::vector<mlx::core::array>& outputs, size_t limit);
+// The part of the graph behind `outputs` yet to be scheduled (arrays that earlier evaluations
+// have not reached): its primitives, counted up to `max_primitives`, and the bytes of every array
+// in it and of the arrays it reads (a bound on the memory its kernels touch).
+struct PendingGraph {
+  size_t primitives = 0;
+  size_t bytes = 0;
+};
+PendingGraph pending_graph(const std::vector<mlx::core::array>& outputs, size_t max_primitives);
 
 // Appends `program`'s line for the unevaluated graph behind `outputs` (no-op when disabled).
 void record_graph_stats(std::string_view program, const std::vector<mlx::core::array>& outputs);
