@@ -43,6 +43,24 @@ bool run_here_soon(DeviceWorker& w, std::function<void()>& task) {
   return false;
 }
 
+// Keeps the worker inside a task from construction until release().
+class BusyWorker {
+ public:
+  explicit BusyWorker(DeviceWorker& w) {
+    w.post([this, released = released_] {
+      started_ = true;
+      released.wait();
+    });
+    while (!started_) std::this_thread::yield();
+  }
+  void release() { release_.set_value(); }
+
+ private:
+  std::promise<void> release_;
+  std::shared_future<void> released_ = release_.get_future().share();
+  std::atomic<bool> started_{false};
+};
+
 class DeviceWorkerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -92,40 +110,26 @@ TEST_F(DeviceWorkerTest, AThreadWithoutAStreamGetsItsOwnAfterwards) {
 }
 
 TEST_F(DeviceWorkerTest, BusyWorkerKeepsTheTask) {
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::atomic<bool> started{false};
-  worker_->post([&, released] {
-    started = true;
-    released.wait();
-  });
-  while (!started) std::this_thread::yield();
+  BusyWorker busy(*worker_);
   int runs = 0;
   std::function<void()> task = [&] { ++runs; };
   EXPECT_FALSE(worker_->run_here_if_idle(task));  // running a task
   EXPECT_TRUE(task);
   EXPECT_EQ(runs, 0);
-  release.set_value();
+  busy.release();
   EXPECT_TRUE(run_here_soon(*worker_, task));
   EXPECT_EQ(runs, 1);
 }
 
 TEST_F(DeviceWorkerTest, QueuedUrgentWorkKeepsTheTask) {
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::atomic<bool> started{false};
-  worker_->post([&, released] {
-    started = true;
-    released.wait();
-  });
-  while (!started) std::this_thread::yield();
+  BusyWorker busy(*worker_);
   std::vector<std::string> order;
   std::mutex mu;
   worker_->post([&] {
     std::lock_guard<std::mutex> lock(mu);
     order.push_back("queued");
   });
-  release.set_value();
+  busy.release();
   // Either the queued task is still waiting (then the caller must not overtake it) or it ran.
   std::function<void()> task = [&] {
     std::lock_guard<std::mutex> lock(mu);
