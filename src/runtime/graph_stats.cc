@@ -21,41 +21,46 @@ const char* stats_path() {
   return path;
 }
 
-}  // namespace
-
-std::map<std::string, int> primitive_counts(const std::vector<mx::array>& outputs) {
-  std::unordered_set<std::uintptr_t> seen_arrays;
-  std::unordered_set<const mx::Primitive*> seen_primitives;
-  std::map<std::string, int> by_name;
+// Visits each array of the graph behind `outputs` once, outputs first; `visit(a)` says whether
+// to go on into a's inputs (never for an array without a primitive).
+template <typename Visit>
+void walk_graph(const std::vector<mx::array>& outputs, Visit&& visit) {
+  std::unordered_set<std::uintptr_t> seen;
   std::vector<mx::array> stack(outputs.begin(), outputs.end());
   while (!stack.empty()) {
     mx::array a = std::move(stack.back());
     stack.pop_back();
-    if (!seen_arrays.insert(a.id()).second || !a.has_primitive()) continue;
-    if (seen_primitives.insert(&a.primitive()).second) {
+    if (!seen.insert(a.id()).second || !visit(a) || !a.has_primitive()) continue;
+    for (const mx::array& in : a.inputs()) stack.push_back(in);
+  }
+}
+
+}  // namespace
+
+std::map<std::string, int> primitive_counts(const std::vector<mx::array>& outputs) {
+  std::unordered_set<const mx::Primitive*> seen_primitives;
+  std::map<std::string, int> by_name;
+  walk_graph(outputs, [&](const mx::array& a) {
+    if (a.has_primitive() && seen_primitives.insert(&a.primitive()).second) {
       std::string name = a.primitive().name();  // e.g. "Scatter Sum": one token per name
       for (char& c : name) c = (c == ' ') ? '_' : c;
       ++by_name[name];
     }
-    for (const mx::array& in : a.inputs()) stack.push_back(in);
-  }
+    return true;
+  });
   return by_name;
 }
 
 PendingGraph pending_graph(const std::vector<mx::array>& outputs, size_t max_primitives) {
-  std::unordered_set<std::uintptr_t> seen_arrays;
   std::unordered_set<const mx::Primitive*> seen_primitives;
   PendingGraph g;
-  std::vector<mx::array> stack(outputs.begin(), outputs.end());
-  while (!stack.empty() && seen_primitives.size() < max_primitives) {
-    mx::array a = std::move(stack.back());
-    stack.pop_back();
-    if (!seen_arrays.insert(a.id()).second) continue;
+  walk_graph(outputs, [&](const mx::array& a) {
+    if (seen_primitives.size() >= max_primitives) return false;  // counted enough: stop
     g.bytes += a.nbytes();
-    if (!a.has_primitive() || a.status() != mx::array::Status::unscheduled) continue;
+    if (!a.has_primitive() || a.status() != mx::array::Status::unscheduled) return false;
     seen_primitives.insert(&a.primitive());
-    for (const mx::array& in : a.inputs()) stack.push_back(in);
-  }
+    return true;
+  });
   g.primitives = seen_primitives.size();
   return g;
 }
