@@ -21,15 +21,34 @@ x = rng.standard_normal((4, 8)).astype(np.float32)
 x3 = rng.standard_normal((2, 3, 8)).astype(np.float32)
 b = rng.standard_normal((8,)).astype(np.float32)
 i = rng.integers(-100, 100, (4, 8)).astype(np.int32)
+# Small integers in floats: matmuls and convolutions exact in any summation order.
+g = rng.integers(-4, 5, (8, 16)).astype(np.float32)
+w = rng.integers(-4, 5, (32, 16)).astype(np.float32)
+img = rng.integers(-4, 5, (2, 6, 6, 4)).astype(np.float32)
+k = rng.integers(-4, 5, (3, 3, 4, 6)).astype(np.float32)
 
 def row_sum(x): return jnp.sum(x, axis=1)
 def int_row_sum(i): return jnp.sum(i, axis=1)
 def row_max(x): return jnp.max(x, axis=1)
 def centered(x): return x - x.sum(1, keepdims=True)
 def biased(x3, b): return x3 * 2.0 + b
+def times_transposed(g, w): return g @ w.T
+def row_times_transposed(g, w): return g[:1] @ w.T
+def times_plain(g): return g.T @ g
+def conv(img, k):
+  return jax.lax.conv_general_dilated(img, k, (1, 1), "SAME",
+                                      dimension_numbers=("NHWC", "HWIO", "NHWC"))
+def conv_input_dilated(img, k):
+  return jax.lax.conv_general_dilated(img, k, (1, 1), [(1, 1), (2, 0)], lhs_dilation=(2, 2),
+                                      dimension_numbers=("NHWC", "HWIO", "NHWC"))
+def grouped_conv(img, k):
+  return jax.lax.conv_general_dilated(img, k[:, :, :2], (1, 1), "SAME", feature_group_count=2,
+                                      dimension_numbers=("NHWC", "HWIO", "NHWC"))
 
 for f, args in [(row_sum, (x,)), (int_row_sum, (i,)), (row_max, (x,)), (centered, (x,)),
-                (biased, (x3, b))]:
+                (biased, (x3, b)), (times_transposed, (g, w)), (row_times_transposed, (g, w)),
+                (times_plain, (g,)), (conv, (img, k)), (conv_input_dilated, (img, k)),
+                (grouped_conv, (img, k))]:
   want = np.asarray(jax.jit(f)(*jax.device_put(args, cpu)))
   g = jax.jit(f)
   for _ in range(2):  # the first call traces, the second replays
@@ -66,7 +85,9 @@ def stats(request, tmp_path_factory):
 
 def test_every_program_is_counted(stats):
   assert set(stats) == {"jit_row_sum", "jit_int_row_sum", "jit_row_max", "jit_centered",
-                        "jit_biased"}
+                        "jit_biased", "jit_times_transposed", "jit_row_times_transposed",
+                        "jit_times_plain", "jit_conv", "jit_conv_input_dilated",
+                        "jit_grouped_conv"}
   assert all(c["Sum"] == 1 for n, c in stats.items() if "sum" in n), stats
 
 
@@ -90,3 +111,33 @@ def test_bias_onto_trailing_dims_needs_no_reshape(stats):
   c = stats["jit_biased"]
   assert c["Reshape"] == 0, c
   assert c["Add"] == 1 and c["Multiply"] == 1, c
+
+
+# MLX's CPU passes a transposed rhs to BLAS as it is, which the reference BLAS of its Linux
+# wheels multiplies 2x slower than a row-major one (src/lower/util.h, row_major_rhs_pays).
+def test_a_transposed_rhs_is_copied_row_major_on_the_cpu(stats):
+  assert stats["jit_times_transposed"]["Contiguous"] == 1, stats["jit_times_transposed"]
+  assert stats["jit_times_transposed"]["Matmul"] == 1, stats["jit_times_transposed"]
+
+
+def test_a_single_row_keeps_the_transposed_rhs(stats):
+  # One row of lhs: the copy would cost more than the slower product (decode's scores).
+  assert stats["jit_row_times_transposed"]["Contiguous"] == 0, stats["jit_row_times_transposed"]
+
+
+def test_a_row_major_rhs_is_not_copied(stats):
+  # g.T @ g: a transposed lhs is fine for BLAS, the rhs is the parameter as it is.
+  assert stats["jit_times_plain"]["Contiguous"] == 0, stats["jit_times_plain"]
+
+
+@pytest.mark.parametrize("name", ["jit_conv", "jit_conv_input_dilated"])
+def test_convolutions_are_patch_matmuls_on_the_cpu(stats, name):
+  # MLX's CPU convolution multiplies by its kernel transposed (and loops naively over dilated
+  # inputs): src/lower/convolution.cc, patch_matmul_conv.
+  assert stats[name]["Convolution"] == 0 and stats[name]["Matmul"] == 1, stats[name]
+  assert stats[name]["AsStrided"] == 1, stats[name]
+
+
+def test_grouped_convolutions_stay_mlx_convolutions(stats):
+  c = stats["jit_grouped_conv"]
+  assert c["Convolution"] == 1 and c["Matmul"] == 0, c

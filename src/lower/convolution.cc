@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "lower/shape_util.h"
+#include "lower/util.h"
 #include "lower/window_util.h"
 
 namespace jaxmlx::lower {
@@ -108,20 +109,28 @@ mx::array pad_input(const mx::array& x, const ConvSpec& s) {
 
 constexpr int64_t kMaxPatchElements = int64_t{1} << 26;  // bound for explicit patches
 
-// A convolution with a dilated kernel and an undilated input (jax's weight gradients of strided
-// convolutions), as one matmul over explicit patches: a strided view of the padded input
-// [N, OS..., K..., C] (kernel offset k of output position q reads q * stride + k * dilation)
-// times the kernel [O, K... * C]. Why: MLX's CPU runs dilated kernels through a naive loop
-// (slow_conv_2D: our ResNet training step spent ~2.8x native MLX's time there; native MLX takes
-// its weight gradients as matmuls over patches too). nullopt: not that case, or the patches
-// would be too large (MLX's own convolution then).
-std::optional<mx::array> dilated_kernel_conv(const mx::array& x, const mx::array& w,
-                                             const ConvSpec& s, int64_t groups) {
+// A convolution without feature groups as one matmul over explicit patches: a strided view of
+// the padded (and dilated) input [N, OS..., K..., C] (kernel offset k of output position q reads
+// q * stride + k * rhs_dilation) times the kernel as [K... * C, O]. MLX's CPU convolution does
+// the same (explicit_gemm_conv_ND_cpu), but multiplies by the kernel transposed, which its Linux
+// reference BLAS does 2x slower (util.h: row_major_rhs_pays), and it runs dilated inputs or
+// kernels through a naive loop (slow_conv_2D: ~2.8x native MLX's time in our ResNet step when
+// jax's weight gradients of strided convolutions went there). So on the CPU every such
+// convolution is a patch matmul; elsewhere only a dilated kernel with an undilated input (jax's
+// weight gradients of strided convolutions; MLX's GPU convolutions handle the rest better).
+// nullopt: none of those, or the patches would be too large (MLX's own convolution then).
+std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& w,
+                                           const ConvSpec& s, int64_t groups) {
   const auto one = [](int64_t v) { return v == 1; };
-  if (groups != 1 || std::all_of(s.rhs_dil.begin(), s.rhs_dil.end(), one) ||
-      !std::all_of(s.lhs_dil.begin(), s.lhs_dil.end(), one))
-    return std::nullopt;
+  const bool undilated_input = std::all_of(s.lhs_dil.begin(), s.lhs_dil.end(), one);
+  const bool dilated_kernel = !std::all_of(s.rhs_dil.begin(), s.rhs_dil.end(), one);
+  const bool cpu = mx::default_device().type == mx::Device::cpu;
+  if (groups != 1 || !(cpu || (dilated_kernel && undilated_input))) return std::nullopt;
   const int nsp = s.nsp;
+  int64_t padded_elements = x.shape(0) * x.shape(-1);
+  for (int d = 0; d < nsp; ++d)
+    padded_elements *= (x.shape(d + 1) - 1) * s.lhs_dil[d] + 1 + s.pad_lo[d] + s.pad_hi[d];
+  if (padded_elements > kMaxPatchElements) return std::nullopt;
   mx::array xp = pad_input(x, s);
   const mx::Shape& xs = xp.shape();
   mx::Strides row(xs.size(), 1);
@@ -145,12 +154,16 @@ std::optional<mx::array> dilated_kernel_conv(const mx::array& x, const mx::array
   strides.insert(strides.end(), kstrides.begin(), kstrides.end());
   shape.push_back(static_cast<int>(c));
   strides.push_back(1);
-  mx::array patches = mx::reshape(mx::as_strided(xp, shape, strides, 0),
-                                  {static_cast<int>(n * positions), static_cast<int>(taps * c)});
-  mx::array kernel = mx::reshape(w, {w.shape(0), static_cast<int>(taps * c)});
+  const int rows = static_cast<int>(n * positions), depth = static_cast<int>(taps * c);
+  mx::array patches = mx::reshape(mx::as_strided(xp, shape, strides, 0), {rows, depth});
+  // [O, K..., C] -> [K..., C, O]: for jax's forward kernels (HWIO) the transposes cancel.
+  std::vector<int> to_last(static_cast<size_t>(nsp) + 2);
+  std::iota(to_last.begin(), to_last.end() - 1, 1);
+  mx::array kernel = mx::reshape(mx::transpose(w, to_last), {depth, w.shape(0)});
+  if (row_major_rhs_pays(rows)) kernel = mx::contiguous(kernel);
   mx::Shape out(shape.begin(), shape.begin() + 1 + nsp);
   out.push_back(w.shape(0));
-  return mx::reshape(mx::matmul(patches, mx::transpose(kernel)), out);
+  return mx::reshape(mx::matmul(patches, kernel), out);
 }
 
 // A float convolution of canonical operands (f32), output [N, OS..., O].
@@ -169,7 +182,7 @@ mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t
   }
   ConvSpec padded = s;
   padded.pad_lo = lo, padded.pad_hi = hi, padded.lhs_dil = ldil;
-  if (std::optional<mx::array> y = dilated_kernel_conv(x, w, padded, groups)) return *y;
+  if (std::optional<mx::array> y = patch_matmul_conv(x, w, padded, groups)) return *y;
   auto conv = [&](const mx::array& a, const mx::array& b, int g) {
     return mx::conv_general(a, b, ints(s.strides), ints(lo), ints(hi), ints(s.rhs_dil), ints(ldil),
                             g);

@@ -75,15 +75,18 @@ mx::array int_matmul(const mx::array& l, const mx::array& r, mx::Dtype acc) {
   return *sum;
 }
 
-// The [B,M,K] x [B,K,N] product in the result's element type `out`.
+// The [B,M,K] x [B,K,N] product in the result's element type `out`. `r_row_major`: the rhs is
+// known to be row-major already (else a float rhs is made so where that pays: util.h).
 StatusOr<mx::array> batched_product(LowerContext& ctx, const ir::Op& op, const mx::array& l,
                                     const mx::array& r, ir::ElementType lt, ir::ElementType rt,
-                                    ir::ElementType out) {
+                                    ir::ElementType out, bool r_row_major) {
   const mx::Dtype out_dt = *storage_dtype(out);
   if (ir::is_float(out) || ir::is_complex(out)) {
     const mx::Dtype c = ir::is_complex(out) || ir::is_complex(lt) || ir::is_complex(rt)
                             ? mx::complex64 : mx::float32;
-    return mx::astype(mx::matmul(mx::astype(l, c), mx::astype(r, c)), out_dt);
+    mx::array rc = mx::astype(r, c);
+    if (!r_row_major && row_major_rhs_pays(l.shape(-2))) rc = mx::contiguous(rc);
+    return mx::astype(mx::matmul(mx::astype(l, c), rc), out_dt);
   }
   if (ir::is_complex(lt) || ir::is_complex(rt) || ir::is_float(lt) || ir::is_float(rt))
     return ctx.unsupported(op, "float operands with an integer result");
@@ -154,7 +157,10 @@ StatusOr<Values> dot_general(LowerContext& ctx, const ir::Op& op, const Values& 
           reshapes({{lp.shape(), {b, m, k}}, {rp.shape(), {b, k, n}}, {out_shape, {b, m, n}}});
   mx::array l = plain ? reshape_view(lp, {m, k}) : reshape_view(lp, {b, m, k});
   mx::array r = plain ? reshape_view(rp, {k, n}) : reshape_view(rp, {b, k, n});
-  ASSIGN_OR_RETURN(mx::array p, batched_product(ctx, op, l, r, lt.dtype, rt.dtype, ot.dtype));
+  // A parameter or constant taken in its own order is row-major; anything else may not be.
+  const bool r_row_major = !in[1].has_primitive() && rp.id() == in[1].id();
+  ASSIGN_OR_RETURN(mx::array p,
+                   batched_product(ctx, op, l, r, lt.dtype, rt.dtype, ot.dtype, r_row_major));
   return Values{reshape_view(p, out_shape)};
 }
 

@@ -157,4 +157,9 @@ std::optional<double> splat_float_constant(const mx::array& in) {
   }
 }
 
+bool row_major_rhs_pays(int64_t lhs_rows) {
+  constexpr int64_t kMinRows = 4;
+  return lhs_rows >= kMinRows && mx::default_device().type == mx::Device::cpu;
+}
+
 }  // namespace jaxmlx::lower

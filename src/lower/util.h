@@ -34,6 +34,14 @@ mx::Dtype unsigned_of(mx::Dtype d);
 mx::Dtype signed_of(mx::Dtype d);
 bool is_unsigned_dtype(mx::Dtype d);
 
+// Whether a float matmul whose lhs has `lhs_rows` rows (M) should get a row-major rhs: on the
+// CPU, MLX hands a transposed rhs (a [K, N] view of an [N, K] array) to BLAS as it is, and the
+// reference BLAS of MLX's Linux wheels multiplies by one 2.2-2.6x slower than by a row-major rhs
+// (bench/blas_orientation.py: 128x784 by 784x512 transposed 41 ms, row-major 18 ms). A row-major
+// copy costs K*N, less than it saves from 4 rows on (one row by 384x1152: 0.35 ms transposed,
+// 0.49 ms with the copy). Off the CPU, never (Metal's and CUDA's matmuls take either).
+bool row_major_rhs_pays(int64_t lhs_rows);
+
 // The value of `a` when it is a constant whose elements are all equal (a data array, or a
 // broadcast of one) and is integral; nullopt otherwise. Never evaluates anything.
 std::optional<int64_t> splat_int_constant(const mx::array& a);
