@@ -41,6 +41,9 @@ def conv(img, k):
 def conv_input_dilated(img, k):
   return jax.lax.conv_general_dilated(img, k, (1, 1), [(1, 1), (2, 0)], lhs_dilation=(2, 2),
                                       dimension_numbers=("NHWC", "HWIO", "NHWC"))
+def conv_input_dilated_9x(img, k):
+  return jax.lax.conv_general_dilated(img, k, (1, 1), [(1, 1), (2, 0)], lhs_dilation=(3, 3),
+                                      dimension_numbers=("NHWC", "HWIO", "NHWC"))
 def grouped_conv(img, k):
   return jax.lax.conv_general_dilated(img, k[:, :, :2], (1, 1), "SAME", feature_group_count=2,
                                       dimension_numbers=("NHWC", "HWIO", "NHWC"))
@@ -48,7 +51,7 @@ def grouped_conv(img, k):
 for f, args in [(row_sum, (x,)), (int_row_sum, (i,)), (row_max, (x,)), (centered, (x,)),
                 (biased, (x3, b)), (times_transposed, (g, w)), (row_times_transposed, (g, w)),
                 (times_plain, (g,)), (conv, (img, k)), (conv_input_dilated, (img, k)),
-                (grouped_conv, (img, k))]:
+                (conv_input_dilated_9x, (img, k)), (grouped_conv, (img, k))]:
   want = np.asarray(jax.jit(f)(*jax.device_put(args, cpu)))
   g = jax.jit(f)
   for _ in range(2):  # the first call traces, the second replays
@@ -87,7 +90,7 @@ def test_every_program_is_counted(stats):
   assert set(stats) == {"jit_row_sum", "jit_int_row_sum", "jit_row_max", "jit_centered",
                         "jit_biased", "jit_times_transposed", "jit_row_times_transposed",
                         "jit_times_plain", "jit_conv", "jit_conv_input_dilated",
-                        "jit_grouped_conv"}
+                        "jit_conv_input_dilated_9x", "jit_grouped_conv"}
   assert all(c["Sum"] == 1 for n, c in stats.items() if "sum" in n), stats
 
 
@@ -138,6 +141,8 @@ def test_convolutions_are_patch_matmuls_on_the_cpu(stats, name):
   assert stats[name]["AsStrided"] == 1, stats[name]
 
 
-def test_grouped_convolutions_stay_mlx_convolutions(stats):
-  c = stats["jit_grouped_conv"]
+@pytest.mark.parametrize("name", ["jit_grouped_conv", "jit_conv_input_dilated_9x"])
+def test_grouped_or_much_dilated_convolutions_stay_mlx_convolutions(stats, name):
+  # Patches over an input dilated 9x would multiply 8 zeros per element (kMaxPatchInputDilation).
+  c = stats[name]
   assert c["Convolution"] == 1 and c["Matmul"] == 0, c
