@@ -6,6 +6,11 @@ cache at `pos` with dynamic_update_slice, attends over the whole cache under a `
 returns argmax). Each token is waited for before the next, as a generation loop that streams
 tokens would. Native MLX: the same functions with mx.compile, mx.slice_update and
 mx.fast.scaled_dot_product_attention. Batch 1.
+
+The cache is updated in place on both sides from the second token on: MLX's slice_update writes
+into its input once nothing else holds it (the loop drops the old cache), and the JAX step
+donates its cache argument (`donate_argnums`, as JAX decoders do). The first token of each
+generation reads the prompt's cache, which is kept for the next repetition: a copy on both sides.
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ def jax_programs(device, params_np, prompt_np, new_tokens, cfg):
   prompt = jax.device_put(prompt_np, device)
   prefill = jax.jit(functools.partial(jax_prefill, cfg=cfg))
   step = jax.jit(functools.partial(jax_step, cfg=cfg))
+  step_in_place = jax.jit(functools.partial(jax_step, cfg=cfg), donate_argnums=(1,))
   start = {}
 
   def do_prefill():
@@ -78,8 +84,8 @@ def jax_programs(device, params_np, prompt_np, new_tokens, cfg):
       start.update(tok=tok, cache=cache, pos=jax.device_put(jnp.int32(prompt_np.shape[1]), device))
     tok, cache, pos = start["tok"], start["cache"], start["pos"]
     toks = []
-    for _ in range(new_tokens):
-      tok, logits, cache, pos = step(params, cache, tok, pos)
+    for i in range(new_tokens):
+      tok, logits, cache, pos = (step_in_place if i else step)(params, cache, tok, pos)
       tok.block_until_ready()
       toks.append(tok)
     return toks, logits

@@ -141,7 +141,9 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
   for (int d = 0; d < nsp; ++d)
     padded_elements *= (x.shape(d + 1) - 1) * s.lhs_dil[d] + 1 + s.pad_lo[d] + s.pad_hi[d];
   if (padded_elements > kMaxPatchElements) return std::nullopt;
-  mx::array xp = pad_input(x, s);
+  // as_strided reads row-major memory: an unpadded input may be a view (a broadcast of jnp.ones,
+  // a crop, a transposed layout).
+  mx::array xp = mx::contiguous(pad_input(x, s));
   const mx::Shape& xs = xp.shape();
   mx::Strides row(xs.size(), 1);
   for (int i = static_cast<int>(xs.size()) - 2; i >= 0; --i) row[i] = row[i + 1] * xs[i + 1];

@@ -460,3 +460,26 @@ def test_window_reversal(reversal, dt):
   want = run_stablehlo(text, "cpu", x, w)
   got = run_stablehlo(text, "mlx", x, w)
   np.testing.assert_array_equal(got[0], want[0])
+
+
+# ---- operands that are views ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", ["ones", "crop", "columns", "transposed", "broadcast"])
+def test_operands_that_are_views(make):
+  # On the CPU a convolution's patches read the input's memory row-major: an unpadded input that
+  # is a view (a broadcast constant, a crop, a transpose) must be made contiguous first (jax's
+  # testConvTransposePaddingList: "AsStrided must be used with row contiguous arrays only").
+  x = small_ints(np.float32, (30, 30), 70)
+  w = small_ints(np.float32, (3, 3), 71)
+  makers = {"ones": lambda x: jnp.ones((28, 28), jnp.float32),
+            "crop": lambda x: x[1:29, :28],
+            "columns": lambda x: x[:28, 2:],
+            "transposed": lambda x: x[:28, :28].T,
+            "broadcast": lambda x: jnp.broadcast_to(x[0, :28], (28, 28))}
+
+  def f(x, b):
+    a = makers[make](x)
+    return lax.conv_general_dilated(a[None, None], b[None, None], (1, 1), [(0, 0), (0, 0)])
+
+  check(f, x, w)
