@@ -116,14 +116,20 @@ def test_bias_onto_trailing_dims_needs_no_reshape(stats):
   assert c["Add"] == 1 and c["Multiply"] == 1, c
 
 
+@pytest.fixture
+def on_mlx_cpu(mlx_device):
+  if mlx_device.device_kind != "MLX cpu":
+    pytest.skip(f"a route for MLX's CPU; this is {mlx_device.device_kind}")
+
+
 # MLX's CPU passes a transposed rhs to BLAS as it is, which the reference BLAS of its Linux
 # wheels multiplies 2x slower than a row-major one (src/lower/util.h, row_major_rhs_pays).
-def test_a_transposed_rhs_is_copied_row_major_on_the_cpu(stats):
+def test_a_transposed_rhs_is_copied_row_major_on_the_cpu(stats, on_mlx_cpu):
   assert stats["jit_times_transposed"]["Contiguous"] == 1, stats["jit_times_transposed"]
   assert stats["jit_times_transposed"]["Matmul"] == 1, stats["jit_times_transposed"]
 
 
-def test_a_single_row_keeps_the_transposed_rhs(stats):
+def test_a_single_row_keeps_the_transposed_rhs(stats, on_mlx_cpu):
   # One row of lhs: the copy would cost more than the slower product (decode's scores).
   assert stats["jit_row_times_transposed"]["Contiguous"] == 0, stats["jit_row_times_transposed"]
 
@@ -134,7 +140,7 @@ def test_a_row_major_rhs_is_not_copied(stats):
 
 
 @pytest.mark.parametrize("name", ["jit_conv", "jit_conv_input_dilated"])
-def test_convolutions_are_patch_matmuls_on_the_cpu(stats, name):
+def test_convolutions_are_patch_matmuls_on_the_cpu(stats, name, on_mlx_cpu):
   # MLX's CPU convolution multiplies by its kernel transposed (and loops naively over dilated
   # inputs): src/lower/convolution.cc, patch_matmul_conv.
   assert stats[name]["Convolution"] == 0 and stats[name]["Matmul"] == 1, stats[name]
@@ -142,7 +148,7 @@ def test_convolutions_are_patch_matmuls_on_the_cpu(stats, name):
 
 
 @pytest.mark.parametrize("name", ["jit_grouped_conv", "jit_conv_input_dilated_9x"])
-def test_grouped_or_much_dilated_convolutions_stay_mlx_convolutions(stats, name):
+def test_grouped_or_much_dilated_convolutions_stay_mlx_convolutions(stats, name, on_mlx_cpu):
   # Patches over an input dilated 9x would multiply 8 zeros per element (kMaxPatchInputDilation).
   c = stats[name]
   assert c["Convolution"] == 1 and c["Matmul"] == 0, c
