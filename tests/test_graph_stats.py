@@ -47,11 +47,15 @@ def conv_input_dilated_9x(img, k):
 def grouped_conv(img, k):
   return jax.lax.conv_general_dilated(img, k[:, :, :2], (1, 1), "SAME", feature_group_count=2,
                                       dimension_numbers=("NHWC", "HWIO", "NHWC"))
+def depthwise_conv(img, k):
+  return jax.lax.conv_general_dilated(img, k[:, :, :1, :4], (1, 1), "SAME", feature_group_count=4,
+                                      dimension_numbers=("NHWC", "HWIO", "NHWC"))
 
 for f, args in [(row_sum, (x,)), (int_row_sum, (i,)), (row_max, (x,)), (centered, (x,)),
                 (biased, (x3, b)), (times_transposed, (g, w)), (row_times_transposed, (g, w)),
                 (times_plain, (g,)), (conv, (img, k)), (conv_input_dilated, (img, k)),
-                (conv_input_dilated_9x, (img, k)), (grouped_conv, (img, k))]:
+                (conv_input_dilated_9x, (img, k)), (grouped_conv, (img, k)),
+                (depthwise_conv, (img, k))]:
   want = np.asarray(jax.jit(f)(*jax.device_put(args, cpu)))
   g = jax.jit(f)
   for _ in range(2):  # the first call traces, the second replays
@@ -90,7 +94,8 @@ def test_every_program_is_counted(stats):
   assert set(stats) == {"jit_row_sum", "jit_int_row_sum", "jit_row_max", "jit_centered",
                         "jit_biased", "jit_times_transposed", "jit_row_times_transposed",
                         "jit_times_plain", "jit_conv", "jit_conv_input_dilated",
-                        "jit_conv_input_dilated_9x", "jit_grouped_conv"}
+                        "jit_conv_input_dilated_9x", "jit_grouped_conv",
+                        "jit_depthwise_conv"}
   assert all(c["Sum"] == 1 for n, c in stats.items() if "sum" in n), stats
 
 
@@ -139,16 +144,20 @@ def test_a_row_major_rhs_is_not_copied(stats):
   assert stats["jit_times_plain"]["Contiguous"] == 0, stats["jit_times_plain"]
 
 
-@pytest.mark.parametrize("name", ["jit_conv", "jit_conv_input_dilated"])
+@pytest.mark.parametrize("name", ["jit_conv", "jit_conv_input_dilated", "jit_grouped_conv"])
 def test_convolutions_are_patch_matmuls_on_the_cpu(stats, name, on_mlx_cpu):
-  # MLX's CPU convolution multiplies by its kernel transposed (and loops naively over dilated
-  # inputs): src/lower/convolution.cc, patch_matmul_conv.
+  # MLX's CPU convolution multiplies by its kernel transposed, and loops naively over feature
+  # groups and dilated inputs: src/lower/convolution.cc, patch_matmul_conv.
   assert stats[name]["Convolution"] == 0 and stats[name]["Matmul"] == 1, stats[name]
   assert stats[name]["AsStrided"] == 1, stats[name]
 
 
-@pytest.mark.parametrize("name", ["jit_grouped_conv", "jit_conv_input_dilated_9x"])
-def test_grouped_or_much_dilated_convolutions_stay_mlx_convolutions(stats, name, on_mlx_cpu):
+def test_depthwise_convolutions_are_sums_of_shifted_inputs_on_the_cpu(stats, on_mlx_cpu):
+  c = stats["jit_depthwise_conv"]  # a 3x3 kernel: nine shifted views, no patches, no matmul
+  assert c["Convolution"] == 0 and c["Matmul"] == 0 and c["AsStrided"] == 9, c
+
+
+def test_much_dilated_inputs_stay_mlx_convolutions(stats, on_mlx_cpu):
   # Patches over an input dilated 9x would multiply 8 zeros per element (kMaxPatchInputDilation).
-  c = stats[name]
+  c = stats["jit_conv_input_dilated_9x"]
   assert c["Convolution"] == 1 and c["Matmul"] == 0, c

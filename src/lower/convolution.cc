@@ -115,18 +115,61 @@ constexpr int64_t kMaxPatchElements = int64_t{1} << 26;  // bound for explicit p
 // still beat MLX's naive loop (a stride-2 2-D conv_transpose 16 -> 14 ms; stride 3 and 4: 29 ->
 // 53 and 46 -> 147 ms; 4x16x16x32 inputs, 32 features).
 constexpr int64_t kMaxPatchInputDilation = 4;
+// Kernel offsets up to which a depthwise convolution is a sum of shifted inputs (two primitives
+// per offset; a 7x7 kernel is 49). Larger windows (a depthwise weight gradient, whose "kernel"
+// is the cotangent) take the grouped patches.
+constexpr int64_t kMaxDepthwiseTaps = 64;
 
-// A convolution without feature groups as one matmul over explicit patches: a strided view of
-// the padded (and dilated) input [N, OS..., K..., C] (kernel offset k of output position q reads
-// q * stride + k * rhs_dilation) times the kernel as [K... * C, O]. MLX's CPU convolution does
-// the same (explicit_gemm_conv_ND_cpu), but multiplies by the kernel transposed, which its Linux
-// reference BLAS does 2x slower (util.h: row_major_rhs_pays), and it runs dilated inputs or
-// kernels through a naive loop (slow_conv_2D: ~2.8x native MLX's time in our ResNet step when
-// jax's weight gradients of strided convolutions went there). So on the CPU every such
-// convolution whose input is dilated at most 4x over all is a patch matmul; elsewhere only a
-// dilated kernel with an undilated input (jax's weight gradients of strided convolutions; MLX's
-// GPU convolutions handle the rest better).
-// nullopt: none of those, or the patches would be too large (MLX's own convolution then).
+// A depthwise convolution (one input feature per group; Og = O / C outputs each) of the padded
+// input `xp` [N, S..., C]: the sum over kernel offsets k of the input shifted by k (a strided
+// view `view_shape`/`view_strides`, offset by k's `tap_strides`) times that tap of the kernel
+// [O, K..., 1], in the order of the offsets. Elementwise, so the CPU's fusion
+// (runtime/cpu_fusion.h) runs the whole sum as one kernel; MLX's CPU convolution runs feature
+// groups through a naive loop (a 7x7 depthwise conv of 8x28x28x96: 71 ms there, 26 ms as
+// separate shifted multiply-adds).
+mx::array depthwise_conv(const mx::array& xp, const mx::array& w, const mx::Shape& view_shape,
+                         const mx::Strides& view_strides, const mx::Strides& tap_strides,
+                         const mx::Shape& out) {
+  const int nsp = static_cast<int>(tap_strides.size());
+  const int c = xp.shape(-1), og = w.shape(0) / c;
+  mx::Shape vs = view_shape;
+  vs.push_back(c);
+  mx::Strides st = view_strides;
+  st.push_back(1);
+  std::vector<int64_t> ksp(w.shape().begin() + 1, w.shape().end() - 1);
+  std::optional<mx::array> sum;
+  for (const std::vector<int64_t>& k : box_offsets(ksp)) {
+    int64_t offset = 0;
+    mx::Shape ws{0}, we{w.shape(0)};
+    for (int d = 0; d < nsp; ++d) {
+      offset += k[d] * tap_strides[d];
+      ws.push_back(static_cast<int>(k[d]));
+      we.push_back(static_cast<int>(k[d] + 1));
+    }
+    ws.push_back(0), we.push_back(1);
+    mx::array shifted = mx::as_strided(xp, vs, st, offset);  // [N, OS..., C]
+    mx::array tap = mx::reshape(mx::slice(w, ws, we), {c, og});
+    // Og outputs per input feature: [N, OS..., C, 1] * [C, Og].
+    mx::array term = og == 1 ? mx::multiply(shifted, mx::reshape(tap, {c}))
+                             : mx::multiply(mx::expand_dims(shifted, -1), tap);
+    sum = sum ? mx::add(*sum, term) : term;
+  }
+  return mx::reshape(*sum, out);
+}
+
+// A convolution as matmuls over explicit patches: a strided view of the padded (and dilated)
+// input [N, OS..., K..., C] (kernel offset k of output position q reads q * stride + k *
+// rhs_dilation) times the kernel as [K... * C, O], one matmul per feature group. MLX's CPU
+// convolution does the same without groups (explicit_gemm_conv_ND_cpu), but multiplies by the
+// kernel transposed, which its Linux reference BLAS does 2x slower (util.h: row_major_rhs_pays),
+// and it runs feature groups and dilated inputs or kernels through a naive loop (slow_conv_2D:
+// ~2.8x native MLX's time in our ResNet step when jax's weight gradients of strided
+// convolutions went there; 2.3x a 3x3 conv of 4 groups). Depthwise convolutions (one input
+// feature per group) are a sum of shifted inputs times the kernel's taps instead, with no patches
+// (`depthwise_conv`). So on the CPU every float convolution whose input is dilated at most 4x
+// over all takes this path; elsewhere only a dilated kernel with an undilated input and no
+// groups (jax's weight gradients of strided convolutions; MLX's GPU convolutions handle the rest
+// better). nullopt: none of those, or the patches would be too large (MLX's own convolution).
 std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& w,
                                            const ConvSpec& s, int64_t groups) {
   const auto one = [](int64_t v) { return v == 1; };
@@ -134,8 +177,8 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
                                                  std::multiplies<int64_t>());
   const bool dilated_kernel = !std::all_of(s.rhs_dil.begin(), s.rhs_dil.end(), one);
   const bool cpu = mx::default_device().type == mx::Device::cpu;
-  if (groups != 1 || !((cpu && input_dilation <= kMaxPatchInputDilation) ||
-                       (dilated_kernel && input_dilation == 1)))
+  if (!(cpu && input_dilation <= kMaxPatchInputDilation) &&
+      !(groups == 1 && dilated_kernel && input_dilation == 1))
     return std::nullopt;
   const int nsp = s.nsp;
   int64_t padded_elements = int64_t{x.shape(0)} * x.shape(-1);
@@ -162,21 +205,32 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
     positions *= os, taps *= k;
   }
   const int64_t c = xs.back(), n = xs[0];
+  const int g = static_cast<int>(groups), cg = static_cast<int>(c / groups);
+  const int o = w.shape(0), og = o / g;
+  mx::Shape out(shape.begin(), shape.end());
+  out.push_back(o);
+  if (groups > 1 && cg == 1 && taps <= kMaxDepthwiseTaps)
+    return depthwise_conv(xp, w, shape, strides, kstrides, out);
   if (n * positions * taps * c > kMaxPatchElements) return std::nullopt;
+  const int rows = static_cast<int>(n * positions), depth = static_cast<int>(taps * cg);
+  // Patches [G, N, OS..., K..., Cg] -> [G, N * OS, K * Cg] (the group outermost: a copy).
   shape.insert(shape.end(), kshape.begin(), kshape.end());
   strides.insert(strides.end(), kstrides.begin(), kstrides.end());
-  shape.push_back(static_cast<int>(c));
-  strides.push_back(1);
-  const int rows = static_cast<int>(n * positions), depth = static_cast<int>(taps * c);
-  mx::array patches = mx::reshape(mx::as_strided(xp, shape, strides, 0), {rows, depth});
-  // [O, K..., C] -> [K..., C, O]: for jax's forward kernels (HWIO) the transposes cancel.
-  std::vector<int> to_last(static_cast<size_t>(nsp) + 2);
-  std::iota(to_last.begin(), to_last.end() - 1, 1);
-  mx::array kernel = mx::reshape(mx::transpose(w, to_last), {depth, w.shape(0)});
+  shape.insert(shape.begin(), g), shape.push_back(cg);
+  strides.insert(strides.begin(), cg), strides.push_back(1);
+  mx::array patches = mx::reshape(mx::as_strided(xp, shape, strides, 0), {g, rows, depth});
+  // [G * Og, K..., Cg] -> [G, K..., Cg, Og]: for jax's forward kernels (HWIO) without groups the
+  // transposes cancel.
+  mx::Shape split{g, og};
+  split.insert(split.end(), w.shape().begin() + 1, w.shape().end());
+  std::vector<int> to_last{0};
+  for (int d = 2; d < nsp + 3; ++d) to_last.push_back(d);
+  to_last.push_back(1);
+  mx::array kernel = mx::reshape(mx::transpose(mx::reshape(w, split), to_last), {g, depth, og});
   if (row_major_rhs_pays(rows)) kernel = mx::contiguous(kernel);
-  mx::Shape out(shape.begin(), shape.begin() + 1 + nsp);
-  out.push_back(w.shape(0));
-  return mx::reshape(mx::matmul(patches, kernel), out);
+  mx::array y = mx::matmul(patches, kernel);  // [G, N * OS, Og]
+  if (g > 1) y = mx::transpose(y, {1, 0, 2});
+  return mx::reshape(y, out);
 }
 
 // MLX 0.32's CUDA backend: its convolution of an input dilated by MLX itself gave wrong values

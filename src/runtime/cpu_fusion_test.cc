@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "mlx/mlx.h"
@@ -89,6 +90,24 @@ TEST_F(CpuFusion, BroadcastAndTransposedOperandsAreReadThroughStrides) {
   EXPECT_TRUE(same_bits(c.plain[0], c.fused[0]));
   EXPECT_EQ(c.fused_census["FusedElementwise"], 1);
   EXPECT_EQ(c.fused_census.count("Broadcast"), 0u);
+}
+
+TEST_F(CpuFusion, SizeOneDimsOfStridedOperandsAreSteppedOver) {
+  // Windows of a padded input (strided views, as a depthwise convolution's shifted inputs) times
+  // per-feature taps, in an output with size-1 dims in the middle and last: same bits as unfused.
+  mx::array xp = uniform({2, 9, 10, 6}, 18), taps = uniform({3, 6, 1}, 19);
+  auto build = [&] {
+    std::optional<mx::array> sum;
+    for (int k = 0; k < 3; ++k) {
+      mx::array window = mx::as_strided(xp, {2, 7, 1, 8, 6, 1}, {540, 60, 0, 6, 1, 0}, k * 66);
+      mx::array term = mx::multiply(window, mx::slice(taps, {k, 0, 0}, {k + 1, 6, 1}));
+      sum = sum ? mx::add(*sum, term) : term;
+    }
+    return std::vector<mx::array>{*sum};
+  };
+  Case c = run(build);
+  EXPECT_TRUE(same_bits(c.plain[0], c.fused[0]));
+  EXPECT_EQ(c.fused_census["FusedElementwise"], 1);
 }
 
 TEST_F(CpuFusion, ReshapesOfLeadingOnesAreReadThroughToo) {

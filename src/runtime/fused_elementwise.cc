@@ -208,7 +208,20 @@ Source source_for(const mx::array& in, const mx::Shape& shape) {
   }
   s.mode = all_zero ? Source::Mode::kSplat : row_major ? Source::Mode::kDirect
                                                       : Source::Mode::kStrided;
+  // Size-1 dims move no offset: gather walks `without_unit_dims(shape)` (a trailing one would
+  // make every row segment a single element).
+  size_t kept = 0;
+  for (int d = 0; d < nd; ++d)
+    if (shape[d] != 1) s.strides[kept++] = s.strides[d];
+  s.strides.resize(kept);
   return s;
+}
+
+mx::Shape without_unit_dims(const mx::Shape& shape) {
+  mx::Shape kept;
+  for (int d : shape)
+    if (d != 1) kept.push_back(d);
+  return kept;
 }
 
 // Copies output elements [start, start + n) of source `s` into `out`, a row segment at a time.
@@ -256,6 +269,7 @@ void run_program(const FusedProgram& p, const std::vector<FusedKernel>& kernels,
                  const std::vector<mx::array>& inputs, mx::array& out) {
   const int64_t total = static_cast<int64_t>(out.size());
   const mx::Shape& shape = out.shape();
+  const mx::Shape walked = without_unit_dims(shape);  // what gather() steps through
   const int nregs = p.num_inputs + static_cast<int>(p.code.size());
   const int chunk = static_cast<int>(std::min<int64_t>(kChunk, total));
   // Registers of `chunk` elements of up to 4 bytes (uint32_t keeps them aligned for any type),
@@ -287,7 +301,7 @@ void run_program(const FusedProgram& p, const std::vector<FusedKernel>& kernels,
         case Source::Mode::kDirect: ptr[i] = s.base + start * s.elem; break;
         case Source::Mode::kSplat: ptr[i] = reg(i); break;
         case Source::Mode::kStrided:
-          gather_any(s, shape, start, n, reg(i));
+          gather_any(s, walked, start, n, reg(i));
           ptr[i] = reg(i);
           break;
       }

@@ -132,6 +132,41 @@ def test_feature_groups(groups, cin, cout, padding):
                                               feature_group_count=groups), x, w)
 
 
+# Depthwise (one input feature per group) runs on MLX's CPU as a sum of shifted inputs times the
+# kernel's taps; other groups as one matmul of patches per group (src/lower/convolution.cc).
+@pytest.mark.parametrize("cfg", [
+    dict(shape=(2, 12, 11, 6), k=(7, 7), mult=1, strides=(1, 1), padding="SAME"),
+    dict(shape=(2, 12, 11, 6), k=(3, 3), mult=2, strides=(2, 1), padding="VALID"),
+    dict(shape=(2, 12, 11, 4), k=(3, 2), mult=1, strides=(1, 1), padding="SAME", rhs_dil=(2, 3)),
+    dict(shape=(2, 9, 5), k=(4,), mult=3, strides=(2,), padding=[(2, 1)]),
+    dict(shape=(1, 5, 6, 4, 3), k=(3, 3, 2), mult=1, strides=(1, 2, 1), padding="SAME"),
+], ids=lambda c: f"{len(c['k'])}d-k{c['k']}-m{c['mult']}")
+def test_depthwise(cfg):
+  x = rand(np.float32, cfg["shape"], 73)
+  c = cfg["shape"][-1]
+  w = rand(np.float32, (*cfg["k"], 1, c * cfg["mult"]), 74)
+  sp = "DHW"[-len(cfg["k"]):]
+  dn = (f"N{sp}C", f"{sp}IO", f"N{sp}C")
+
+  def f(a, b):
+    return lax.conv_general_dilated(a, b, cfg["strides"], cfg["padding"],
+                                    rhs_dilation=cfg.get("rhs_dil"), dimension_numbers=dn,
+                                    feature_group_count=c)
+
+  check(f, x, w, **F32_SUM_TOL)
+  # The gradients: a depthwise input gradient, and a weight gradient whose "kernel" is the
+  # cotangent (more offsets than the depthwise sum takes: grouped patches).
+  check(jax.grad(lambda a, b: jnp.sum(jnp.tanh(f(a, b))), argnums=(0, 1)), x, w, **F32_SUM_TOL)
+
+
+def test_depthwise_conv_transpose():
+  x = rand(np.float32, (2, 5, 6, 4), 75)
+  w = rand(np.float32, (3, 3, 1, 4), 76)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (1, 1), [(2, 2), (1, 2)], lhs_dilation=(2, 2),
+                                              dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                              feature_group_count=4), x, w, **F32_SUM_TOL)
+
+
 @pytest.mark.parametrize("bgc,n,cout", [(2, 4, 2), (2, 2, 6), (3, 6, 3), (4, 4, 8)], ids=str)
 def test_batch_groups(bgc, n, cout):
   x = small_ints(np.float32, (n, 3, 5, 4), 11)
