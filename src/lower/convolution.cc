@@ -124,9 +124,9 @@ constexpr int64_t kMaxDepthwiseTaps = 64;
 // input `xp` [N, S..., C]: the sum over kernel offsets k of the input shifted by k (a strided
 // view `view_shape`/`view_strides`, offset by k's `tap_strides`) times that tap of the kernel
 // [O, K..., 1], in the order of the offsets. MLX's CPU convolution runs feature groups through
-// a naive loop: a 7x7 depthwise conv of 8x28x28x96 from jax took 82 ms that way, 22 ms as this
-// sum (fused by the CPU's fusion into one kernel; 12.7 ms unfused: bench/README, "Feature
-// groups on the CPU").
+// a naive loop: a 7x7 depthwise conv of 8x28x28x96 from jax took 82 ms that way, 14-17 ms as
+// this sum (which the CPU's fusion leaves unfused: cpu_fusion.cc, mostly_windows; bench/README,
+// "Feature groups on the CPU").
 mx::array depthwise_conv(const mx::array& xp, const mx::array& w, const mx::Shape& view_shape,
                          const mx::Strides& view_strides, const mx::Strides& tap_strides,
                          const mx::Shape& out) {

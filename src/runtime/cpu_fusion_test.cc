@@ -110,6 +110,30 @@ TEST_F(CpuFusion, SizeOneDimsOfStridedOperandsAreSteppedOver) {
   EXPECT_EQ(c.fused_census["FusedElementwise"], 1);
 }
 
+TEST_F(CpuFusion, ChainsOfMostlyWindowsStayUnfused) {
+  // A depthwise convolution's sum: each shifted window is gathered chunk by chunk when fused,
+  // slower than MLX's separate kernels (cpu_fusion.cc, mostly_windows). Three windows fuse.
+  mx::array xp = uniform({2, 9, 10, 6}, 20), taps = uniform({5, 6}, 21);
+  auto build_sum = [&](int n) {
+    return [&, n] {
+      std::optional<mx::array> sum;
+      for (int k = 0; k < n; ++k) {
+        mx::array window = mx::as_strided(xp, {2, 7, 6, 6}, {540, 60, 6, 1}, k * 7);
+        mx::array term = mx::multiply(window, mx::reshape(mx::slice(taps, {k, 0}, {k + 1, 6}), {6}));
+        sum = sum ? mx::add(*sum, term) : term;
+      }
+      return std::vector<mx::array>{mx::tanh(*sum)};
+    };
+  };
+  Case five = run(build_sum(5));
+  EXPECT_TRUE(same_bits(five.plain[0], five.fused[0]));
+  EXPECT_EQ(five.fused_census.count("FusedElementwise"), 0u);
+  EXPECT_EQ(five.fused_census["Multiply"], 5);
+  Case three = run(build_sum(3));
+  EXPECT_TRUE(same_bits(three.plain[0], three.fused[0]));
+  EXPECT_EQ(three.fused_census["FusedElementwise"], 1);
+}
+
 TEST_F(CpuFusion, ReshapesOfLeadingOnesAreReadThroughToo) {
   mx::array x = uniform({2, 3, 8}, 13), b = uniform({8}, 14), c = uniform({1, 1, 8}, 15);
   mx::array m = uniform({4, 8}, 16), y = uniform({4, 5, 8}, 17);
