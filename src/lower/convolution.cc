@@ -181,13 +181,10 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
       !(groups == 1 && dilated_kernel && input_dilation == 1))
     return std::nullopt;
   const int nsp = s.nsp;
-  int64_t padded_elements = int64_t{x.shape(0)} * x.shape(-1);
-  for (int d = 0; d < nsp; ++d)
-    padded_elements *= (x.shape(d + 1) - 1) * s.lhs_dil[d] + 1 + s.pad_lo[d] + s.pad_hi[d];
-  if (padded_elements > kMaxPatchElements) return std::nullopt;
   // as_strided reads row-major memory: an unpadded input may be a view (a broadcast of jnp.ones,
-  // a crop, a transposed layout).
+  // a crop, a transposed layout). Nothing is evaluated yet: a refused graph is dropped.
   mx::array xp = mx::contiguous(pad_input(x, s));
+  if (static_cast<int64_t>(xp.size()) > kMaxPatchElements) return std::nullopt;
   const mx::Shape& xs = xp.shape();
   mx::Strides row(xs.size(), 1);
   for (int i = static_cast<int>(xs.size()) - 2; i >= 0; --i) row[i] = row[i + 1] * xs[i + 1];

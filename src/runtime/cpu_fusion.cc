@@ -82,10 +82,11 @@ bool is_adapter_into(const mx::array& a, const mx::Shape& shape) {
          without_leading_ones(a.inputs()[0].shape()) == without_leading_ones(a.shape());
 }
 
-// Whether half or more of a chain's inputs are strided windows (`as_strided` views: the shifted inputs
-// of a depthwise convolution, src/lower/convolution.cc). The fused kernel gathers each such input
-// chunk by chunk, row segment by row segment, where MLX's separate kernels stream them: a 7x7
-// depthwise sum of 98 inputs took 22 ms fused and 12.7 ms unfused (bench/conv_groups.py).
+// Whether half or more of a chain's inputs are strided windows (`as_strided` views: the shifted
+// inputs of a depthwise convolution, src/lower/convolution.cc). The fused kernel gathers each
+// such input chunk by chunk, row segment by row segment, where MLX's separate kernels stream
+// them: a 7x7 depthwise sum of 98 inputs took 22 ms fused and 12.7 ms unfused
+// (bench/conv_groups.py).
 bool mostly_windows(const std::vector<mx::array>& inputs) {
   constexpr size_t kMinWindows = 4;
   size_t windows = 0;

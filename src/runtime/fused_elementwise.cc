@@ -208,20 +208,13 @@ Source source_for(const mx::array& in, const mx::Shape& shape) {
   }
   s.mode = all_zero ? Source::Mode::kSplat : row_major ? Source::Mode::kDirect
                                                       : Source::Mode::kStrided;
-  // Size-1 dims move no offset: gather walks `without_unit_dims(shape)` (a trailing one would
-  // make every row segment a single element).
+  // Size-1 dims move no offset: gather walks the shape without them (run_program's `walked`; a
+  // trailing one would make every row segment a single element).
   size_t kept = 0;
   for (int d = 0; d < nd; ++d)
     if (shape[d] != 1) s.strides[kept++] = s.strides[d];
   s.strides.resize(kept);
   return s;
-}
-
-mx::Shape without_unit_dims(const mx::Shape& shape) {
-  mx::Shape kept;
-  for (int d : shape)
-    if (d != 1) kept.push_back(d);
-  return kept;
 }
 
 // Copies output elements [start, start + n) of source `s` into `out`, a row segment at a time.
@@ -269,7 +262,6 @@ void run_program(const FusedProgram& p, const std::vector<FusedKernel>& kernels,
                  const std::vector<mx::array>& inputs, mx::array& out) {
   const int64_t total = static_cast<int64_t>(out.size());
   const mx::Shape& shape = out.shape();
-  const mx::Shape walked = without_unit_dims(shape);  // what gather() steps through
   const int nregs = p.num_inputs + static_cast<int>(p.code.size());
   const int chunk = static_cast<int>(std::min<int64_t>(kChunk, total));
   // Registers of `chunk` elements of up to 4 bytes (uint32_t keeps them aligned for any type),
@@ -277,6 +269,10 @@ void run_program(const FusedProgram& p, const std::vector<FusedKernel>& kernels,
   thread_local std::vector<uint32_t> scratch;
   thread_local std::vector<Source> sources;
   thread_local std::vector<const void*> ptr;
+  thread_local mx::Shape walked;  // what gather() steps through: `shape` without its size-1 dims
+  walked.clear();
+  for (int d : shape)
+    if (d != 1) walked.push_back(d);
   scratch.resize(std::max(scratch.size(), static_cast<size_t>(nregs) * chunk));
   auto reg = [&](int r) -> void* { return scratch.data() + static_cast<size_t>(r) * chunk; };
   sources.clear();
