@@ -18,7 +18,6 @@
 #include "lower/shape_util.h"
 #include "lower/util.h"
 #include "lower/window_util.h"
-#include "mlx/backend/cuda/cuda.h"
 
 namespace jaxmlx::lower {
 
@@ -234,9 +233,7 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
 // on an H200 (jax's conv_transpose with VALID or explicit padding, strides (2, 2) and (3, 2);
 // SAME passed; which cases failed changed between runs). There the input is dilated explicitly
 // and MLX convolves an undilated one. Metal and the CPU are not affected.
-bool cuda_mishandles_input_dilation() {
-  return mx::default_device().type == mx::Device::gpu && mx::cu::is_available();
-}
+bool cuda_mishandles_input_dilation() { return on_cuda_gpu(); }
 
 // A float convolution of canonical operands (f32), output [N, OS..., O].
 mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t groups) {

@@ -105,5 +105,6 @@ void register_fft(Registry& r);          // fft.cc: fft (FFT, IFFT, RFFT, IRFFT)
 void register_dce_sink(Registry& r);     // dce_sink.cc: jax's dce_sink custom call
 void register_softmax(Registry& r);      // softmax.cc: jaxmlx.softmax (passes/softmax)
 void register_norms(Registry& r);        // norms.cc: jaxmlx.layer_norm, jaxmlx.rms_norm (passes/norms)
+void register_attention(Registry& r);    // attention.cc: jaxmlx.attention (passes/attention)
 
 }  // namespace jaxmlx::lower

@@ -43,6 +43,7 @@ const Registry& Registry::global() {
     register_dce_sink(*r);
     register_softmax(*r);
     register_norms(*r);
+    register_attention(*r);
     return r;
   }();
   return *registry;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "lower/dtypes.h"
+#include "mlx/backend/cuda/cuda.h"
 #include "mlx/primitives.h"
 
 namespace jaxmlx::lower {
@@ -160,6 +161,10 @@ std::optional<double> splat_float_constant(const mx::array& in) {
 bool row_major_rhs_pays(int64_t lhs_rows) {
   constexpr int64_t kMinRows = 4;
   return lhs_rows >= kMinRows && mx::default_device().type == mx::Device::cpu;
+}
+
+bool on_cuda_gpu() {
+  return mx::default_device().type == mx::Device::gpu && mx::cu::is_available();
 }
 
 }  // namespace jaxmlx::lower

@@ -42,6 +42,10 @@ bool is_unsigned_dtype(mx::Dtype d);
 // 0.49 ms with the copy). Off the CPU, never (Metal's and CUDA's matmuls take either).
 bool row_major_rhs_pays(int64_t lhs_rows);
 
+// Whether MLX's default device is a GPU of its CUDA backend (where some of its kernels differ from
+// Metal's: lower/convolution.cc, lower/attention.cc).
+bool on_cuda_gpu();
+
 // The value of `a` when it is a constant whose elements are all equal (a data array, or a
 // broadcast of one) and is integral; nullopt otherwise. Never evaluates anything.
 std::optional<int64_t> splat_int_constant(const mx::array& a);

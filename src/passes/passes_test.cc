@@ -11,6 +11,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/argminmax.h"
+#include "passes/attention.h"
 #include "passes/contract_fma.h"
 #include "passes/dce.h"
 #include "passes/norms.h"
@@ -661,6 +662,140 @@ TEST(Norms, LookalikesStayAsTheyAre) {
   NormCall rms_bias = norm_call({.kind = NormVariant::kRms, .scale = false});
   EXPECT_EQ(rms_bias.target, kRmsNormTarget);
   EXPECT_GT(rms_bias.ops, 2u);
+}
+
+// ---- attention --------------------------------------------------------------------------------
+
+// What a variant of jax's attention chain differs in (from `lookalike` on, another computation
+// or a chain whose intermediates are needed elsewhere).
+struct AttentionVariant {
+  bool mask = true, scale = true;
+  bool decode = false;  // batch 1: jnp.matmul drops the size-1 dim around each product
+  uint32_t fill = 0xFF7FFFFFu;  // finfo(f32).min
+  bool probs_returned = false;
+  int64_t softmax_dim = 3;
+  ir::ElementType type = ir::ElementType::kF32;
+};
+
+// q, k, v [b, 4, t, 8] (k transposed for the product as jax does), mask [1, 1, t, 16] broadcast,
+// softmax over the keys (16), then the product with v.
+ir::Module attention_module(const AttentionVariant& v) {
+  ir::Module m;
+  Builder b{m};
+  b.func("main", 4, v.probs_returned ? 2 : 1, false);
+  const int64_t batch = v.decode ? 1 : 2, t = v.decode ? 1 : 16;
+  auto tensor = [&](std::vector<int64_t> dims, ir::ElementType e) {
+    return m.types().tensor(e, std::move(dims));
+  };
+  const ir::ElementType f = v.type;
+  const ir::Type *q_t = tensor({batch, 4, t, 8}, f), *kv_t = tensor({batch, 4, 16, 8}, f),
+                 *s_t = tensor({batch, 4, t, 16}, f), *p_t = tensor({1, 1, t, 16}, ir::ElementType::kPred);
+  ir::Value q = b.f->args()[0], k = b.f->args()[1], val = b.f->args()[2], pred = b.f->args()[3];
+  q.type = q_t, k.type = kv_t, val.type = kv_t, pred.type = p_t;
+  b.f->body.blocks[0].args = {q, k, val, pred};
+  b.f->arg_types = {q_t, kv_t, kv_t, p_t};
+  ir::Op& kt_op = b.op(OpKind::kTranspose, {k}, 1);
+  kt_op.set_attr("permutation", ir::I64ArrayAttr{{0, 1, 3, 2}});
+  ir::Value kt = Builder::typed(kt_op, tensor({batch, 4, 8, 16}, f));
+  auto dot = [&](ir::Value l, ir::Value r, ir::DotDims dd, const ir::Type* out) {
+    ir::Op& o = b.op(OpKind::kDotGeneral, {l, r}, 1);
+    o.set_attr("dot_dimension_numbers", dd);
+    return Builder::typed(o, out);
+  };
+  auto view = [&](ir::Value x, const ir::Type* out) {
+    return Builder::typed(b.op(OpKind::kReshape, {x}, 1), out);
+  };
+  ir::Value s;
+  if (v.decode) {  // [4, 1, 8] x [4, 8, 16] -> [4, 1, 16], broadcast back to [1, 4, 1, 16]
+    ir::Value q3 = view(q, tensor({4, 1, 8}, f)), k3 = view(kt, tensor({4, 8, 16}, f));
+    ir::Value s3 = dot(q3, k3, {{0}, {0}, {2}, {1}}, tensor({4, 1, 16}, f));
+    s = b.bcast(s3, {1, 2, 3}, s_t);
+  } else {
+    s = dot(q, kt, {{0, 1}, {0, 1}, {3}, {2}}, s_t);
+  }
+  if (v.scale) {
+    ir::Value c = b.bcast(b.constant32(0x3E3504F3u, m.types().tensor(ir::ElementType::kF32, {})),
+                          {}, s_t);
+    s = Builder::typed(b.op(OpKind::kMultiply, {s, c}, 1), s_t);
+  }
+  if (v.mask) {
+    ir::Value wide = b.bcast(pred, {0, 1, 2, 3}, tensor({batch, 4, t, 16}, ir::ElementType::kPred));
+    ir::Value fill = b.bcast(b.constant32(v.fill, m.types().tensor(ir::ElementType::kF32, {})),
+                             {}, s_t);
+    s = Builder::typed(b.op(OpKind::kSelect, {wide, s, fill}, 1), s_t);
+  }
+  ir::Op& sm = b.op(OpKind::kCustomCall, {s}, 1);
+  sm.set_attr("call_target_name", ir::StringAttr{kSoftmaxTarget});
+  sm.set_attr("dimensions", ir::I64ArrayAttr{{v.softmax_dim}});
+  ir::Value p = Builder::typed(sm, s_t);
+  ir::Value o;
+  if (v.decode) {
+    ir::Value p3 = view(p, tensor({4, 1, 16}, f)), v3 = view(val, tensor({4, 16, 8}, f));
+    o = b.bcast(dot(p3, v3, {{0}, {0}, {2}, {1}}, tensor({4, 1, 8}, f)), {1, 2, 3}, q_t);
+  } else {
+    o = dot(p, val, {{0, 1}, {0, 1}, {3}, {2}}, q_t);
+  }
+  b.f->result_types = {q_t};
+  if (v.probs_returned) b.f->result_types.push_back(s_t);
+  if (v.probs_returned) b.ret({o, p});
+  else b.ret({o});
+  return m;
+}
+
+// The attention call that replaced the chain (after the pass and dce), or nullopt.
+std::optional<ir::Op> attention_call(const AttentionVariant& v) {
+  ir::Module m = attention_module(v);
+  EXPECT_TRUE(ir::verify(m).ok()) << ir::verify(m).to_string() << ir::print_module(m);
+  EXPECT_TRUE(recognize_attention(m).ok());
+  EXPECT_TRUE(drop_dead_ops(m).ok());
+  EXPECT_TRUE(ir::verify(m).ok()) << ir::print_module(m);
+  std::optional<ir::Op> got;
+  ir::walk(m.funcs[0].body, [&](const ir::Op& op) {
+    if (op.kind == OpKind::kCustomCall && op.get_string("call_target_name") == kAttentionTarget)
+      got = op;
+  });
+  if (got) {  // nothing of the chain is left but the views of its operands
+    EXPECT_EQ(count_ops(m, OpKind::kDotGeneral), 0) << ir::print_module(m);
+    EXPECT_EQ(count_ops(m, OpKind::kSelect), 0) << ir::print_module(m);
+    if (!v.decode) {
+      EXPECT_EQ(got->operands[0].id, m.funcs[0].args()[0].id);
+    }
+  }
+  return got;
+}
+
+TEST(Attention, JaxsChainBecomesOneCall) {
+  std::optional<ir::Op> a = attention_call({});
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->operands.size(), 4u);  // q, k (transposed), v, the mask before its broadcast
+  EXPECT_EQ(a->get_i64s("q_dims"), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(a->get_i64s("k_dims"), (std::vector<int64_t>{0, 1, 3, 2}));
+  EXPECT_EQ(a->get_i64s("v_dims"), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(a->get_i64s("mask_dims"), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(a->get_i64("batch"), 2);
+  EXPECT_EQ(a->get_i64("q_free"), 1);
+  EXPECT_TRUE(a->get_bool("mask_keeps"));
+  EXPECT_FLOAT_EQ(static_cast<float>(a->attr<ir::FloatAttr>("scale")->value), 0.17677669f);
+
+  std::optional<ir::Op> plain = attention_call({.mask = false, .scale = false});
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_EQ(plain->operands.size(), 3u);
+  EXPECT_EQ(plain->attr<ir::FloatAttr>("scale")->value, 1.0);
+  EXPECT_TRUE(attention_call({.fill = 0xCE6E6B28u}).has_value());  // -1e9
+
+  // Decode (batch 1): the products in jnp.matmul's squeezed frame, the mask in jax's.
+  std::optional<ir::Op> d = attention_call({.decode = true});
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->get_i64("batch"), 1);
+  EXPECT_EQ(d->get_i64s("scores"), (std::vector<int64_t>{1, 4, 1, 16}));
+}
+
+TEST(Attention, LookalikesStayAsTheyAre) {
+  EXPECT_FALSE(attention_call({.probs_returned = true}).has_value());  // training keeps them
+  EXPECT_FALSE(attention_call({.fill = 0xC61C4000u}).has_value());     // -1e4: not -inf enough
+  EXPECT_FALSE(attention_call({.fill = 0xFF800000u}).has_value());     // -inf: empty rows NaN
+  EXPECT_FALSE(attention_call({.softmax_dim = 2}).has_value());        // over the queries
+  EXPECT_FALSE(attention_call({.type = ir::ElementType::kBF16}).has_value());
 }
 
 // ---- dce --------------------------------------------------------------------------------------

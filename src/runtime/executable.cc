@@ -39,6 +39,7 @@
 #include "mlx/primitives.h"
 #include "mlx/scheduler.h"
 #include "passes/argminmax.h"
+#include "passes/attention.h"
 #include "passes/chain_match.h"
 #include "passes/contract_fma.h"
 #include "passes/dce.h"
@@ -444,8 +445,10 @@ Status ExecutableImpl::init() {
   if (passes::recognizers_enabled()) {
     RETURN_IF_ERROR(passes::recognize_argminmax(module_));
     RETURN_IF_ERROR(passes::recognize_softmax(module_));
-    if (passes::fast_kernels_enabled(worker_->info().is_gpu))
+    if (passes::fast_kernels_enabled(worker_->info().is_gpu)) {
       RETURN_IF_ERROR(passes::recognize_norms(module_));
+      RETURN_IF_ERROR(passes::recognize_attention(module_));
+    }
   }
   RETURN_IF_ERROR(passes::drop_dead_ops(module_));
   ir::Func* entry = module_.find_func("main");

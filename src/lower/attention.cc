@@ -1,0 +1,179 @@
+// Lowering rule: jaxmlx.attention, jax's scaled dot-product attention chain as recognized by
+// passes/attention.h (see there for the semantics kept): MLX's fused attention kernel over
+// [B, N, T, D] operands; on the CPU (or a configuration MLX's GPU kernels lack) MLX composes it.
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "lower/shape_util.h"
+#include "lower/util.h"
+#include "mlx/fast.h"
+#include "passes/attention.h"
+
+namespace jaxmlx::lower {
+namespace {
+
+using namespace shape_util;
+
+// What a masked score gets added: -2^100 (attention.h: why not jax's fill or -inf).
+constexpr float kMaskedOut = -1.2676506e30f;
+
+int64_t product(const ir::Type& t, const std::vector<int64_t>& dims, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t i = from; i < to; ++i) n *= t.dims[static_cast<size_t>(dims[i])];
+  return n;
+}
+
+// `x` with its dims in `order`, then as [B, N, rows, cols]: the first `batch` dims make B and N
+// (the last one N), the next `rows` dims one dim, the rest the last.
+mx::array as_4d(const mx::array& x, const ir::Type& t, const std::vector<int64_t>& order,
+                size_t batch, size_t rows) {
+  const size_t n = order.size();
+  const int64_t heads = batch == 0 ? 1 : t.dims[static_cast<size_t>(order[batch - 1])];
+  const int64_t outer = batch == 0 ? 1 : product(t, order, 0, batch - 1);
+  const mx::Shape shape{static_cast<int>(outer), static_cast<int>(heads),
+                        static_cast<int>(product(t, order, batch, batch + rows)),
+                        static_cast<int>(product(t, order, batch + rows, n))};
+  return mx::reshape(mx::transpose(x, to_ints(order)), shape);
+}
+
+// Whether MLX runs a fused kernel for these [B, N, T, D] f32 operands. On MLX's CUDA backend f32
+// attention has only its vector kernel: no mask, head sizes 64, 96 and 128 for both q and v,
+// under 4 queries (cuDNN's takes f16/bf16); otherwise MLX composes the chain with an added
+// kernel for the additive mask, and jax's own chain is cheaper. Metal's kernels take f32 with
+// masks; the CPU has none (MLX composes them, the path Metal takes for shapes it lacks).
+bool mlx_fuses(const mx::array& q, const mx::array& v, bool masked) {
+  if (!on_cuda_gpu()) return true;
+  const int d = q.shape(3);
+  return !masked && d == v.shape(3) && (d == 64 || d == 96 || d == 128) && q.shape(2) < 4;
+}
+
+bool is_permutation_of_rank(const std::vector<int64_t>& dims, int64_t rank) {
+  std::vector<int64_t> sorted = dims;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i)
+    if (sorted[i] != static_cast<int64_t>(i)) return false;
+  return static_cast<int64_t>(dims.size()) == rank;
+}
+
+StatusOr<Values> lower_attention(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  const bool has_mask = op.get_bool("has_mask"), has_bias = op.get_bool("has_bias");
+  const auto* scale_attr = op.attr<ir::FloatAttr>("scale");
+  if (in.size() != 3u + has_mask + has_bias || op.results.size() != 1 || scale_attr == nullptr)
+    return ctx.malformed(op, "attention operands");
+  const ir::Type &qt = operand_type(op, 0), &kt = operand_type(op, 1), &vt = operand_type(op, 2);
+  const ir::Type& ot = *op.results[0].type;
+  const std::vector<int64_t> qd = op.get_i64s("q_dims"), kd = op.get_i64s("k_dims"),
+                             vd = op.get_i64s("v_dims");
+  const int64_t batch = op.get_i64("batch"), q_free = op.get_i64("q_free");
+  if (!is_static(qt) || !is_static(kt) || !is_static(vt) || !is_static(ot) ||
+      !is_permutation_of_rank(qd, qt.rank()) || !is_permutation_of_rank(kd, kt.rank()) ||
+      !is_permutation_of_rank(vd, vt.rank()) || batch < 0 || q_free < 0 ||
+      kt.rank() != batch + 2 || qt.rank() != batch + q_free + 1 || vt.rank() < batch + 1)
+    return ctx.malformed(op, "attention operand dims");
+  const auto nb = static_cast<size_t>(batch), nq = static_cast<size_t>(q_free);
+  mx::array q = as_4d(in[0], qt, qd, nb, nq);
+  mx::array k = as_4d(in[1], kt, kd, nb, 1);
+  mx::array v = as_4d(in[2], vt, vd, nb, 1);
+  if (q.shape(0) != k.shape(0) || q.shape(1) != k.shape(1) || k.shape(0) != v.shape(0) ||
+      k.shape(1) != v.shape(1) || k.shape(2) != v.shape(2) || q.shape(3) != k.shape(3))
+    return ctx.malformed(op, "attention operands of mismatched sizes");
+
+  // The mask and bias over the scores as jax's frame has them (`scores`: it may add or drop
+  // size-1 dims), as [B, N, T, S] arrays broadcastable to the products' scores.
+  const std::vector<int64_t> scores = op.get_i64s("scores");
+  std::vector<int> s_shape;  // the products' frame: [batch..., q free..., S]
+  for (size_t i = 0; i < nb + nq; ++i)
+    s_shape.push_back(static_cast<int>(qt.dims[static_cast<size_t>(qd[i])]));
+  s_shape.push_back(k.shape(2));
+  const mx::Shape scores4{q.shape(0), q.shape(1), q.shape(2), k.shape(2)};
+  auto to_4d = [&](mx::array x) -> std::optional<mx::array> {
+    // jax's frame to the products': the dims other than 1 are the same ones, in order.
+    std::vector<size_t> from, to;
+    for (size_t i = 0; i < scores.size(); ++i)
+      if (scores[i] != 1) from.push_back(i);
+    for (size_t i = 0; i < s_shape.size(); ++i)
+      if (s_shape[i] != 1) to.push_back(i);
+    if (from.size() != to.size() || static_cast<size_t>(x.ndim()) != scores.size())
+      return std::nullopt;
+    mx::Shape framed(s_shape.size(), 1);
+    for (size_t i = 0; i < from.size(); ++i) framed[to[i]] = x.shape(static_cast<int>(from[i]));
+    x = mx::reshape(x, framed);
+    // Then [B, N, T, S]: a group of dims all broadcast (size 1) or all whole stays a view;
+    // otherwise the array is materialized at the scores' size.
+    const std::pair<size_t, size_t> groups[] = {
+        {0, nb == 0 ? 0 : nb - 1}, {nb == 0 ? 0 : nb - 1, nb}, {nb, nb + nq},
+        {nb + nq, s_shape.size()}};
+    mx::Shape shape4;
+    for (auto [lo, hi] : groups) {
+      int64_t full = 1, have = 1;
+      for (size_t i = lo; i < hi; ++i) full *= s_shape[i], have *= x.shape(static_cast<int>(i));
+      if (have != 1 && have != full)
+        return mx::reshape(mx::broadcast_to(x, mx::Shape(s_shape.begin(), s_shape.end())),
+                           scores4);
+      shape4.push_back(static_cast<int>(have));
+    }
+    return mx::reshape(x, shape4);
+  };
+  std::optional<mx::array> pred, bias;
+  if (has_mask) {
+    mx::array p = in[3];
+    if (const auto* md = op.attr<ir::I64ArrayAttr>("mask_dims")) {
+      // pred before jax's broadcast_in_dim: size-1 dims where it broadcasts.
+      mx::Shape expanded(scores.size(), 1);
+      if (md->values.size() != static_cast<size_t>(p.ndim()))
+        return ctx.malformed(op, "attention mask dims");
+      for (size_t i = 0; i < md->values.size(); ++i) {
+        const int64_t d = md->values[i];
+        const int n = p.shape(static_cast<int>(i));
+        if (d < 0 || d >= static_cast<int64_t>(scores.size()) ||
+            (n != scores[static_cast<size_t>(d)] && n != 1))
+          return ctx.malformed(op, "attention mask dims");
+        expanded[static_cast<size_t>(d)] = n;
+      }
+      p = mx::reshape(p, expanded);
+    }
+    pred = to_4d(p);
+    if (!pred) return ctx.malformed(op, "attention scores frame");
+  }
+  if (has_bias) {
+    bias = to_4d(in[has_mask ? 4 : 3]);
+    if (!bias) return ctx.malformed(op, "attention scores frame");
+  }
+  const float scale = static_cast<float>(scale_attr->value);
+  const bool keeps = op.get_bool("mask_keeps", true);
+  mx::array out = mx::array(0.0f);
+  if (mlx_fuses(q, v, pred || bias)) {
+    // One additive mask: the bias (or 0) where kept, -2^100 where dropped.
+    std::optional<mx::array> mask = bias;
+    if (pred) {
+      const mx::array kept = bias ? *bias : mx::zeros({}, mx::float32);
+      const mx::array dropped = mx::array(kMaskedOut);
+      mask = mx::where(*pred, keeps ? kept : dropped, keeps ? dropped : kept);
+    }
+    out = mask ? mx::fast::scaled_dot_product_attention(q, k, v, scale, "", *mask)
+               : mx::fast::scaled_dot_product_attention(q, k, v, scale);
+  } else {
+    // No fused kernel for these operands: jax's own chain, in its order.
+    mx::array s = mx::matmul(q, mx::swapaxes(k, -1, -2));
+    if (scale != 1.0f) s = mx::multiply(s, mx::array(scale));
+    if (bias) s = mx::add(s, *bias);
+    if (pred) {
+      const auto* fill = op.attr<ir::FloatAttr>("fill");
+      if (fill == nullptr) return ctx.malformed(op, "attention fill");
+      const mx::array f(static_cast<float>(fill->value));
+      s = keeps ? mx::where(*pred, s, f) : mx::where(*pred, f, s);
+    }
+    out = mx::matmul(mx::softmax(s, -1, /*precise=*/true), v);
+  }
+  // [B, N, T, Hv] -> the product's [batch..., q free..., v free...].
+  return Values{mx::reshape(out, storage_shape(ot))};
+}
+
+}  // namespace
+
+void register_attention(Registry& r) {
+  r.add_custom_call(passes::kAttentionTarget, lower_attention);
+}
+
+}  // namespace jaxmlx::lower
