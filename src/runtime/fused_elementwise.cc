@@ -183,7 +183,8 @@ struct Source {
   enum class Mode { kDirect, kSplat, kStrided } mode = Mode::kDirect;
   const char* base = nullptr;
   int elem = 4;                  // bytes per element
-  std::vector<int64_t> strides;  // per output dim, in elements; 0 where broadcast
+  mx::Strides strides;           // per output dim, in elements; 0 where broadcast (inline: no
+                                 // allocation per input per run)
 };
 
 // `in` broadcast numpy-style (trailing dims aligned) to `shape`: the fusion pass admits only
@@ -196,7 +197,7 @@ Source source_for(const mx::array& in, const mx::Shape& shape) {
   const int nd = static_cast<int>(shape.size()), r = static_cast<int>(in.ndim());
   int lead = 0;
   while (lead < r && in.shape(lead) == 1) ++lead;
-  s.strides.assign(nd, 0);
+  s.strides = mx::Strides(nd, 0);
   bool all_zero = true, row_major = true;
   int64_t expect = 1;
   for (int d = nd - 1; d >= 0; --d) {
@@ -223,7 +224,7 @@ void gather(const Source& s, const mx::Shape& shape, int64_t start, int n, void*
   const E* base = reinterpret_cast<const E*>(s.base);
   E* dst = static_cast<E*>(out);
   const int nd = static_cast<int>(shape.size());
-  std::vector<int64_t> idx(nd);
+  mx::Strides idx(nd);  // inline storage: gathered once per chunk
   int64_t rem = start, off = 0;
   for (int d = nd - 1; d >= 0; --d) {
     idx[d] = rem % shape[d];
@@ -404,6 +405,7 @@ void FusedElementwise::eval_cpu(const std::vector<mx::array>& inputs, mx::array&
   if (out.size() == 0) return;
   auto& encoder = mx::cpu::get_command_encoder(stream());
   std::vector<mx::array> ins;
+  ins.reserve(inputs.size());
   for (const mx::array& in : inputs) {
     encoder.set_input_array(in);
     ins.push_back(mx::array::unsafe_weak_copy(in));
