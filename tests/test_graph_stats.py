@@ -161,3 +161,34 @@ def test_much_dilated_inputs_stay_mlx_convolutions(stats, on_mlx_cpu):
   # Patches over an input dilated 9x would multiply 8 zeros per element (kMaxPatchInputDilation).
   c = stats["jit_conv_input_dilated_9x"]
   assert c["Convolution"] == 1 and c["Matmul"] == 0, c
+
+
+PROFILED = r"""
+import jax, jax.numpy as jnp, numpy as np
+mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]
+x = np.linspace(-3, 3, 64, dtype=np.float32).reshape(8, 8)
+def step(x): return jnp.sin(x) @ x.T + jnp.sum(x, axis=0)
+want = np.asarray(jax.jit(step)(jax.device_put(x, cpu)))
+g = jax.jit(step)
+for _ in range(3):  # traced, replayed, replayed (on the calling thread on MLX's CPU)
+  got = np.asarray(g(jax.device_put(x, mlx)))
+  np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+"""
+
+
+@pytest.mark.parametrize("mode", ["replay", "0"], ids=["replay", "eager"])
+def test_profile_evaluates_one_primitive_at_a_time(tmp_path, mode):
+  # JAXMLX_PROFILE (bench/profile.py): every run evaluated primitive by primitive, timed; the
+  # values stay right and each line's total is the sum of its primitives' times.
+  log = tmp_path / "profile.log"
+  env = dict(os.environ, JAXMLX_PROFILE=str(log), JAXMLX_COMPILE=mode)
+  r = subprocess.run([sys.executable, "-c", PROFILED], capture_output=True, text=True, env=env,
+                     timeout=300)
+  assert r.returncode == 0, r.stderr[-3000:]
+  runs = [ln.split() for ln in log.read_text().splitlines() if " jit_step " in ln]
+  assert len(runs) == 3, log.read_text()
+  for _, _, total, *kvs in runs:
+    parts = {k: v.split(":") for k, v in (kv.rsplit("=", 1) for kv in kvs)}
+    assert "Sin" in parts and "Matmul" in parts and "Sum" in parts, parts
+    assert all(int(n) >= 1 and float(us) >= 0 for n, us in parts.values()), parts
+    assert abs(sum(float(us) for _, us in parts.values()) - float(total)) < 0.1 * len(parts), kvs

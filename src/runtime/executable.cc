@@ -743,6 +743,7 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
     computed = compiled_(xs);
   }
   record_graph_stats(name_, computed);  // JAXMLX_GRAPH_STATS
+  profile_graph(name_, computed);       // JAXMLX_PROFILE
   if (first && caller_runs_) {
     PendingGraph g = pending_graph(computed, kCallerRunPrimitives + 1);
     runs_on_caller_.store(g.primitives <= kCallerRunPrimitives && g.bytes <= kCallerRunBytes);
@@ -765,6 +766,7 @@ StatusOr<Values> ExecutableImpl::run_eager(const Values& args, bool evaluate) {
   if (regions_) interp.set_region_runner(regions_.get());
   ASSIGN_OR_RETURN(Values outs, interp.run(*entry_, args));
   record_graph_stats(name_, outs);  // JAXMLX_GRAPH_STATS
+  profile_graph(name_, outs);       // JAXMLX_PROFILE
   if (evaluate) mx::eval(outs);
   return outs;
 }

@@ -1,24 +1,44 @@
 #include "runtime/graph_stats.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
 #include <unordered_set>
+#include <utility>
 
 #include "mlx/primitives.h"
+#include "mlx/scheduler.h"
+#include "mlx/transforms.h"
 
 namespace mx = mlx::core;
 
 namespace jaxmlx::runtime {
 namespace {
 
+const char* env_path(const char* var) {
+  const char* p = std::getenv(var);
+  return (p != nullptr && *p != '\0') ? p : nullptr;
+}
+
 const char* stats_path() {
-  static const char* path = [] {
-    const char* p = std::getenv("JAXMLX_GRAPH_STATS");
-    return (p != nullptr && *p != '\0') ? p : nullptr;
-  }();
+  static const char* path = env_path("JAXMLX_GRAPH_STATS");
   return path;
+}
+
+void append_line(const char* path, const std::string& line) {
+  if (std::FILE* f = std::fopen(path, "a")) {
+    std::fwrite(line.data(), 1, line.size(), f);  // one write per line: lines stay whole
+    std::fclose(f);
+  }
+}
+
+std::string primitive_name(const mx::array& a) {
+  std::string name = a.primitive().name();  // e.g. "Scatter Sum": one token per name
+  for (char& c : name) c = (c == ' ') ? '_' : c;
+  return name;
 }
 
 // Visits each array of the graph behind `outputs` once, outputs first; `visit(a)` says whether
@@ -41,11 +61,8 @@ std::map<std::string, int> primitive_counts(const std::vector<mx::array>& output
   std::unordered_set<const mx::Primitive*> seen_primitives;
   std::map<std::string, int> by_name;
   walk_graph(outputs, [&](const mx::array& a) {
-    if (a.has_primitive() && seen_primitives.insert(&a.primitive()).second) {
-      std::string name = a.primitive().name();  // e.g. "Scatter Sum": one token per name
-      for (char& c : name) c = (c == ' ') ? '_' : c;
-      ++by_name[name];
-    }
+    if (a.has_primitive() && seen_primitives.insert(&a.primitive()).second)
+      ++by_name[primitive_name(a)];
     return true;
   });
   return by_name;
@@ -73,11 +90,55 @@ void record_graph_stats(std::string_view program, const std::vector<mx::array>& 
   for (const auto& [name, n] : by_name) total += n;
   std::string line = "run " + std::string(program) + " " + std::to_string(total);
   for (const auto& [name, n] : by_name) line += " " + name + "=" + std::to_string(n);
-  line += "\n";
-  if (std::FILE* f = std::fopen(path, "a")) {
-    std::fwrite(line.data(), 1, line.size(), f);  // one write per line: lines stay whole
-    std::fclose(f);
+  append_line(path, line + "\n");
+}
+
+void profile_graph(std::string_view program, const std::vector<mx::array>& outputs) {
+  static const char* path = env_path("JAXMLX_PROFILE");
+  if (path == nullptr) return;
+  // Dependency order: a depth-first walk that emits an array after its inputs.
+  std::vector<mx::array> order;
+  std::unordered_set<std::uintptr_t> seen;
+  std::vector<std::pair<mx::array, bool>> stack;
+  for (const mx::array& o : outputs) stack.emplace_back(o, false);
+  while (!stack.empty()) {
+    auto [a, inputs_done] = std::move(stack.back());
+    stack.pop_back();
+    if (inputs_done) {
+      order.push_back(std::move(a));
+      continue;
+    }
+    if (!a.has_primitive() || a.status() != mx::array::Status::unscheduled ||
+        !seen.insert(a.id()).second)
+      continue;
+    stack.emplace_back(a, true);
+    for (const mx::array& in : a.inputs()) stack.emplace_back(in, false);
   }
+  std::map<std::string, std::pair<int, double>> by_name;  // count, us
+  double total = 0;
+  for (mx::array& a : order) {
+    if (a.status() != mx::array::Status::unscheduled) continue;  // a sibling's output
+    // Evaluating detaches the array from its primitive: name it first.
+    auto& [n, t] = by_name[primitive_name(a)];
+    const mx::Stream s = a.primitive().stream();
+    const auto t0 = std::chrono::steady_clock::now();
+    mx::eval(a);
+    mx::synchronize(s);
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    ++n, t += us, total += us;
+  }
+  std::vector<std::pair<std::string, std::pair<int, double>>> rows(by_name.begin(), by_name.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& x, const auto& y) { return x.second.second > y.second.second; });
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), " %.1f", total);
+  std::string line = "profile " + std::string(program) + buf;
+  for (const auto& [name, nt] : rows) {
+    std::snprintf(buf, sizeof(buf), "=%d:%.1f", nt.first, nt.second);
+    line += " " + name + buf;
+  }
+  append_line(path, line + "\n");
 }
 
 }  // namespace jaxmlx::runtime

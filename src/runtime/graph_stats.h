@@ -32,4 +32,12 @@ PendingGraph pending_graph(const std::vector<mlx::core::array>& outputs, size_t 
 // Appends `program`'s line for the unevaluated graph behind `outputs` (no-op when disabled).
 void record_graph_stats(std::string_view program, const std::vector<mlx::core::array>& outputs);
 
+// A profiler for finding where a run's time goes, with JAXMLX_PROFILE=<file> (no-op without):
+// evaluates the unevaluated graph behind `outputs` one primitive at a time, in dependency order,
+// waiting for each (its stream synchronized), and appends one line per run: "profile <program>
+// <total us> <name>=<count>:<us> ...", names by descending time. Each time is the primitive's
+// host work, its kernel and the wait; a wait per primitive serializes what MLX would overlap,
+// so the sum exceeds a normal run, and no two primitives fuse. `bench/profile.py` sums the lines.
+void profile_graph(std::string_view program, const std::vector<mlx::core::array>& outputs);
+
 }  // namespace jaxmlx::runtime
