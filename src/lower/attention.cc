@@ -71,6 +71,13 @@ StatusOr<Values> lower_attention(LowerContext& ctx, const ir::Op& op, const Valu
       !is_permutation_of_rank(vd, vt.rank()) || batch < 0 || q_free < 0 ||
       kt.rank() != batch + 2 || qt.rank() != batch + q_free + 1 || vt.rank() < batch + 1)
     return ctx.malformed(op, "attention operand dims");
+  if (qt.dtype != ir::ElementType::kF32 || kt.dtype != ir::ElementType::kF32 ||
+      vt.dtype != ir::ElementType::kF32 || ot.dtype != ir::ElementType::kF32)
+    return ctx.malformed(op, "attention of f32 operands");
+  // The pass leaves empty operands alone (an empty matmul is an MLX hazard); a call written by
+  // hand gets jax's value for them: nothing to sum is 0.
+  if (qt.num_elements() == 0 || kt.num_elements() == 0 || vt.num_elements() == 0)
+    return Values{mx::zeros(storage_shape(ot), mx::float32)};
   const auto nb = static_cast<size_t>(batch), nq = static_cast<size_t>(q_free);
   mx::array q = as_4d(in[0], qt, qd, nb, nq);
   mx::array k = as_4d(in[1], kt, kd, nb, 1);
@@ -167,6 +174,8 @@ StatusOr<Values> lower_attention(LowerContext& ctx, const ir::Op& op, const Valu
     out = mx::matmul(mx::softmax(s, -1, /*precise=*/true), v);
   }
   // [B, N, T, Hv] -> the product's [batch..., q free..., v free...].
+  if (ot.num_elements() != static_cast<int64_t>(out.size()))
+    return ctx.malformed(op, "attention result shape");
   return Values{mx::reshape(out, storage_shape(ot))};
 }
 

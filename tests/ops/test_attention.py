@@ -173,3 +173,20 @@ def test_empty_operands():
   q, k, v = qkv(1, 2, 3, 4, 8, 90)
   check(f, q[:, :, :0], k, v, np.ones((1, 1, 0, 4), bool), **TOL)  # no queries
   check(f, q, k[:, :, :0], v[:, :, :0], np.ones((1, 1, 3, 0), bool), **TOL)  # no keys: zeros
+
+
+def test_a_hand_written_call_without_its_attributes_is_an_error(fast_attention):
+  # @jaxmlx.attention is ours; a program that calls it without the pass's attributes gets a
+  # compile error naming it, not a crash.
+  from tests.stablehlo_text import run_stablehlo
+  text = """module @m {
+    func.func public @main(%q: tensor<1x2x3x8xf32>, %k: tensor<1x2x4x8xf32>,
+                           %v: tensor<1x2x4x8xf32>) -> tensor<1x2x3x8xf32> {
+      %0 = stablehlo.custom_call @jaxmlx.attention(%q, %k, %v)
+          : (tensor<1x2x3x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x3x8xf32>
+      return %0 : tensor<1x2x3x8xf32>
+    }
+  }"""
+  q, k, v = qkv(1, 2, 3, 4, 8, 95)
+  with pytest.raises(Exception, match="attention"):
+    run_stablehlo(text, "mlx", q, k, v)
