@@ -46,6 +46,18 @@ class Size:
     return max(1, round(self.pick(quick, default, full) * self.scale))
 
 
+def selected_cases(only: list[str], size: Size):
+  """The cases of every workload (bench/workloads) that `only` names by workload or case name
+  (all when empty), built at `size`: what the diagnostic scripts (graph_count.py, profile.py)
+  run."""
+  import importlib
+  import workloads
+  for wname in workloads.ALL:
+    for case in importlib.import_module(f"workloads.{wname}").cases(size):
+      if not only or wname in only or case.name in only:
+        yield case
+
+
 class Program:
   """One column's instance of a case. `call()` does one unit of work and returns its outputs
   (without waiting); `sync(out)` waits for them; `check_values(out)` turns them into a list of

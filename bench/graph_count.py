@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib
 import os
 import pathlib
 import re
@@ -91,33 +90,28 @@ def main(argv=None) -> int:
   os.environ.setdefault("JAX_PLATFORMS", "cpu,mlx")
   import jax
   import common
-  import workloads
   device = jax.devices("mlx")[0]
   counts, runs = native_counter()
   size = common.Size(level="quick" if args.quick else "default")
-  for wname in workloads.ALL:
-    mod = importlib.import_module(f"workloads.{wname}")
-    for case in mod.cases(size):
-      if args.only and wname not in args.only and case.name not in args.only:
-        continue
-      ours_prog = case.make_jax(device)
-      for _ in range(2):
-        ours_prog.sync(ours_prog.call())
-      start = len(stats.read_text()) if stats.exists() else 0
+  for case in common.selected_cases(args.only, size):
+    ours_prog = case.make_jax(device)
+    for _ in range(2):
       ours_prog.sync(ours_prog.call())
-      ours, ours_runs = parse_ours(our_lines(stats, start))
-      del ours_prog
+    start = len(stats.read_text()) if stats.exists() else 0
+    ours_prog.sync(ours_prog.call())
+    ours, ours_runs = parse_ours(our_lines(stats, start))
+    del ours_prog
 
-      native_prog = case.make_mlx()
-      for _ in range(2):
-        native_prog.sync(native_prog.call())
-      counts.clear()
-      runs[0] = 0
+    native_prog = case.make_mlx()
+    for _ in range(2):
       native_prog.sync(native_prog.call())
-      native, native_runs = collections.Counter(counts), runs[0]
-      del native_prog
-      print(table(case.name, case.per_call, ours, ours_runs, native, native_runs, args.top))
-      print(flush=True)
+    counts.clear()
+    runs[0] = 0
+    native_prog.sync(native_prog.call())
+    native, native_runs = collections.Counter(counts), runs[0]
+    del native_prog
+    print(table(case.name, case.per_call, ours, ours_runs, native, native_runs, args.top))
+    print(flush=True)
   return 0
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib
 import os
 import pathlib
 import sys
@@ -53,30 +52,25 @@ def main(argv=None) -> int:
   os.environ.setdefault("JAX_PLATFORMS", "cpu,mlx")
   import jax
   import common
-  import workloads
   device = jax.devices("mlx")[0]
   level = "quick" if args.quick else "full" if args.full else "default"
-  for wname in workloads.ALL:
-    mod = importlib.import_module(f"workloads.{wname}")
-    for case in mod.cases(common.Size(level=level)):
-      if args.only and wname not in args.only and case.name not in args.only:
-        continue
-      prog = case.make_jax(device)
-      for _ in range(2):
-        prog.sync(prog.call())
-      start = len(log.read_text()) if log.exists() else 0
+  for case in common.selected_cases(args.only, common.Size(level=level)):
+    prog = case.make_jax(device)
+    for _ in range(2):
       prog.sync(prog.call())
-      counts, micros, total = parse(log.read_text()[start:].splitlines())
-      del prog
-      unit = "unit" if case.per_call > 1 else "call"
-      print(f"## {case.name}: {total / case.per_call / 1e3:.2f} ms per {unit} profiled, "
-            f"{sum(counts.values()) / case.per_call:.0f} primitives")
-      print("| primitive | per call | µs | share |")
-      print("|---|---:|---:|---:|")
-      for name, us in micros.most_common(args.top):
-        print(f"| {name} | {counts[name] / case.per_call:.1f} | {us / case.per_call:.1f} | "
-              f"{100 * us / max(total, 1e-9):.1f} % |")
-      print(flush=True)
+    start = len(log.read_text()) if log.exists() else 0
+    prog.sync(prog.call())
+    counts, micros, total = parse(log.read_text()[start:].splitlines())
+    del prog
+    unit = "unit" if case.per_call > 1 else "call"
+    print(f"## {case.name}: {total / case.per_call / 1e3:.2f} ms per {unit} profiled, "
+          f"{sum(counts.values()) / case.per_call:.0f} primitives")
+    print("| primitive | per call | µs | share |")
+    print("|---|---:|---:|---:|")
+    for name, us in micros.most_common(args.top):
+      print(f"| {name} | {counts[name] / case.per_call:.1f} | {us / case.per_call:.1f} | "
+            f"{100 * us / max(total, 1e-9):.1f} % |")
+    print(flush=True)
   return 0
 
 
