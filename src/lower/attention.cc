@@ -2,6 +2,7 @@
 // passes/attention.h (see there for the semantics kept): MLX's fused attention kernel over
 // [B, N, T, D] operands; on the CPU (or a configuration MLX's GPU kernels lack) MLX composes it.
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <utility>
 
@@ -18,23 +19,29 @@ using namespace shape_util;
 // What a masked score gets added: -2^100 (attention.h: why not jax's fill or -inf).
 constexpr float kMaskedOut = -1.2676506e30f;
 
-int64_t product(const ir::Type& t, const std::vector<int64_t>& dims, size_t from, size_t to) {
-  int64_t n = 1;
-  for (size_t i = from; i < to; ++i) n *= t.dims[static_cast<size_t>(dims[i])];
-  return n;
+// The dims [0, rank) in MLX's four groups [B, N, rows, cols]: the first `batch` dims make B and
+// N (the last one N), the next `rows` dims one dim, the rest the last.
+std::array<std::pair<size_t, size_t>, 4> groups_4d(size_t batch, size_t rows, size_t rank) {
+  const size_t n = batch == 0 ? 0 : batch - 1;
+  return {{{0, n}, {n, batch}, {batch, batch + rows}, {batch + rows, rank}}};
 }
 
-// `x` with its dims in `order`, then as [B, N, rows, cols]: the first `batch` dims make B and N
-// (the last one N), the next `rows` dims one dim, the rest the last.
-mx::array as_4d(const mx::array& x, const ir::Type& t, const std::vector<int64_t>& order,
-                size_t batch, size_t rows) {
-  const size_t n = order.size();
-  const int64_t heads = batch == 0 ? 1 : t.dims[static_cast<size_t>(order[batch - 1])];
-  const int64_t outer = batch == 0 ? 1 : product(t, order, 0, batch - 1);
-  const mx::Shape shape{static_cast<int>(outer), static_cast<int>(heads),
-                        static_cast<int>(product(t, order, batch, batch + rows)),
-                        static_cast<int>(product(t, order, batch + rows, n))};
-  return mx::reshape(mx::transpose(x, to_ints(order)), shape);
+// `shape` as its four groups' sizes.
+mx::Shape shape_4d(const mx::Shape& shape, size_t batch, size_t rows) {
+  mx::Shape out;
+  for (auto [lo, hi] : groups_4d(batch, rows, shape.size())) {
+    int n = 1;
+    for (size_t i = lo; i < hi; ++i) n *= shape[i];
+    out.push_back(n);
+  }
+  return out;
+}
+
+// `x` with its dims in `order`, then as [B, N, rows, cols] (groups_4d).
+mx::array as_4d(const mx::array& x, const std::vector<int64_t>& order, size_t batch,
+                size_t rows) {
+  mx::array t = mx::transpose(x, to_ints(order));
+  return mx::reshape(t, shape_4d(t.shape(), batch, rows));
 }
 
 // Whether MLX runs a fused kernel for these [B, N, T, D] f32 operands. On MLX's CUDA backend f32
@@ -79,9 +86,9 @@ StatusOr<Values> lower_attention(LowerContext& ctx, const ir::Op& op, const Valu
   if (qt.num_elements() == 0 || kt.num_elements() == 0 || vt.num_elements() == 0)
     return Values{mx::zeros(storage_shape(ot), mx::float32)};
   const auto nb = static_cast<size_t>(batch), nq = static_cast<size_t>(q_free);
-  mx::array q = as_4d(in[0], qt, qd, nb, nq);
-  mx::array k = as_4d(in[1], kt, kd, nb, 1);
-  mx::array v = as_4d(in[2], vt, vd, nb, 1);
+  mx::array q = as_4d(in[0], qd, nb, nq);
+  mx::array k = as_4d(in[1], kd, nb, 1);
+  mx::array v = as_4d(in[2], vd, nb, 1);
   if (q.shape(0) != k.shape(0) || q.shape(1) != k.shape(1) || k.shape(0) != v.shape(0) ||
       k.shape(1) != v.shape(1) || k.shape(2) != v.shape(2) || q.shape(3) != k.shape(3))
     return ctx.malformed(op, "attention operands of mismatched sizes");
@@ -89,7 +96,7 @@ StatusOr<Values> lower_attention(LowerContext& ctx, const ir::Op& op, const Valu
   // The mask and bias over the scores as jax's frame has them (`scores`: it may add or drop
   // size-1 dims), as [B, N, T, S] arrays broadcastable to the products' scores.
   const std::vector<int64_t> scores = op.get_i64s("scores");
-  std::vector<int> s_shape;  // the products' frame: [batch..., q free..., S]
+  mx::Shape s_shape;  // the products' frame: [batch..., q free..., S]
   for (size_t i = 0; i < nb + nq; ++i)
     s_shape.push_back(static_cast<int>(qt.dims[static_cast<size_t>(qd[i])]));
   s_shape.push_back(k.shape(2));
@@ -108,19 +115,11 @@ StatusOr<Values> lower_attention(LowerContext& ctx, const ir::Op& op, const Valu
     x = mx::reshape(x, framed);
     // Then [B, N, T, S]: a group of dims all broadcast (size 1) or all whole stays a view;
     // otherwise the array is materialized at the scores' size.
-    const std::pair<size_t, size_t> groups[] = {
-        {0, nb == 0 ? 0 : nb - 1}, {nb == 0 ? 0 : nb - 1, nb}, {nb, nb + nq},
-        {nb + nq, s_shape.size()}};
-    mx::Shape shape4;
-    for (auto [lo, hi] : groups) {
-      int64_t full = 1, have = 1;
-      for (size_t i = lo; i < hi; ++i) full *= s_shape[i], have *= x.shape(static_cast<int>(i));
-      if (have != 1 && have != full)
-        return mx::reshape(mx::broadcast_to(x, mx::Shape(s_shape.begin(), s_shape.end())),
-                           scores4);
-      shape4.push_back(static_cast<int>(have));
-    }
-    return mx::reshape(x, shape4);
+    const mx::Shape have = shape_4d(x.shape(), nb, nq);
+    for (size_t g = 0; g < 4; ++g)
+      if (have[g] != 1 && have[g] != scores4[g])
+        return mx::reshape(mx::broadcast_to(x, s_shape), scores4);
+    return mx::reshape(x, have);
   };
   std::optional<mx::array> pred, bias;
   if (has_mask) {
