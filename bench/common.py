@@ -46,6 +46,18 @@ class Size:
     return max(1, round(self.pick(quick, default, full) * self.scale))
 
 
+def plugin_log(env_var: str, name: str) -> "pathlib.Path":
+  """A fresh file the plugin appends to (JAXMLX_GRAPH_STATS, JAXMLX_PROFILE): set in `env_var`,
+  with our platform beside jax's CPU. Call before jax starts the plugin, which reads it once."""
+  import os
+  import pathlib
+  import tempfile
+  path = pathlib.Path(tempfile.mkdtemp()) / name
+  os.environ[env_var] = str(path)
+  os.environ.setdefault("JAX_PLATFORMS", "cpu,mlx")
+  return path
+
+
 def selected_cases(only: list[str], size: Size):
   """The cases of every workload (bench/workloads) that `only` names by workload or case name
   (all when empty), built at `size`: what the diagnostic scripts (graph_count.py, profile.py)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import pathlib
 import re
 import sys
@@ -85,11 +84,9 @@ def main(argv=None) -> int:
   p.add_argument("--top", type=int, default=25, help="rows per table (largest differences first)")
   args = p.parse_args(argv)
 
-  stats = pathlib.Path(tempfile.mkdtemp()) / "graph_stats.log"
-  os.environ["JAXMLX_GRAPH_STATS"] = str(stats)  # read by the plugin once, at its first run
-  os.environ.setdefault("JAX_PLATFORMS", "cpu,mlx")
-  import jax
   import common
+  stats = common.plugin_log("JAXMLX_GRAPH_STATS", "graph_stats.log")
+  import jax
   device = jax.devices("mlx")[0]
   counts, runs = native_counter()
   size = common.Size(level="quick" if args.quick else "default")

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import pathlib
 import sys
-import tempfile
 
 BENCH = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
@@ -47,11 +45,9 @@ def main(argv=None) -> int:
   p.add_argument("--top", type=int, default=20, help="rows per table (most time first)")
   args = p.parse_args(argv)
 
-  log = pathlib.Path(tempfile.mkdtemp()) / "profile.log"
-  os.environ["JAXMLX_PROFILE"] = str(log)  # read by the plugin once, at its first run
-  os.environ.setdefault("JAX_PLATFORMS", "cpu,mlx")
-  import jax
   import common
+  log = common.plugin_log("JAXMLX_PROFILE", "profile.log")
+  import jax
   device = jax.devices("mlx")[0]
   level = "quick" if args.quick else "full" if args.full else "default"
   for case in common.selected_cases(args.only, common.Size(level=level)):
