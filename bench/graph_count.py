@@ -55,12 +55,12 @@ def our_lines(path: pathlib.Path, start: int) -> list[str]:
 
 def parse_ours(lines: list[str]) -> tuple[collections.Counter, int]:
   counts: collections.Counter = collections.Counter()
-  for ln in lines:
-    parts = ln.split()
-    for kv in parts[3:]:
+  runs = [ln for ln in lines if ln.startswith("run ")]  # not the "region ..." lines
+  for ln in runs:
+    for kv in ln.split()[3:]:
       k, v = kv.rsplit("=", 1)
       counts[k] += int(v)
-  return counts, len(lines)
+  return counts, len(runs)
 
 
 def table(name: str, per_call: int, ours: collections.Counter, ours_runs: int,

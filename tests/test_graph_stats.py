@@ -78,6 +78,8 @@ def graph_stats(tmp_path, mode: str) -> dict[str, collections.Counter]:
   assert r.returncode == 0, r.stderr[-3000:]
   out = {}
   for line in log.read_text().splitlines():
+    if not line.startswith("run "):
+      continue
     _, name, total, *kvs = line.split()
     counts = collections.Counter({k: int(v) for k, v in (kv.rsplit("=", 1) for kv in kvs)})
     assert sum(counts.values()) == int(total), line
@@ -192,3 +194,66 @@ def test_profile_evaluates_one_primitive_at_a_time(tmp_path, mode):
     assert "Sin" in parts and "Matmul" in parts and "Sum" in parts, parts
     assert all(int(n) >= 1 and float(us) >= 0 for n, us in parts.values()), parts
     assert abs(sum(float(us) for _, us in parts.values()) - float(total)) < 0.1 * len(parts), kvs
+
+
+LOOPS = r"""
+import jax, jax.numpy as jnp, numpy as np
+mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]
+x = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
+q = np.linspace(-1, 1, 2 * 4 * 64, dtype=np.float32).reshape(1, 2, 4, 64)
+
+def langevin(key, x):  # jax.random's sampler: exact FMAs (passes/contract_fma.h)
+  def body(i, c):
+    key, x = c
+    key, sub = jax.random.split(key)
+    return key, x - 0.01 * x + 0.1 * jax.random.normal(sub, x.shape)
+  return jax.lax.fori_loop(0, 5, body, (key, x))[1]
+
+def argmax_softmax(x):  # recognized argmax and softmax
+  def body(i, x):
+    return jax.nn.softmax(x, axis=-1) + jnp.argmax(x, axis=-1)[:, None].astype(x.dtype)
+  return jax.lax.fori_loop(0, 3, body, x)
+
+def attention(q):  # recognized attention (JAXMLX_FAST_KERNELS=1)
+  def body(i, q):
+    s = (q @ q.transpose(0, 1, 3, 2)) * 0.125
+    return jax.nn.softmax(s, axis=-1) @ q
+  return jax.lax.fori_loop(0, 2, body, q)
+
+def printing(x):  # a host callback: interpreted
+  def body(i, x):
+    jax.debug.print("{}", i)
+    return x * 2.0
+  return jax.lax.fori_loop(0, 2, body, x)
+
+cases = [(langevin, (jax.random.key(0), x), 2e-6), (argmax_softmax, (x,), 2e-6),
+         (attention, (q,), 2e-6), (printing, (x,), 0)]
+for f, args, tol in cases:
+  want = np.asarray(jax.jit(f)(*jax.device_put(args, cpu)))
+  for _ in range(2):
+    got = np.asarray(jax.jit(f)(*jax.device_put(args, mlx)))
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=f.__name__)
+"""
+
+
+@pytest.mark.parametrize("mode", ["replay", "1"], ids=["replay", "fused"])
+def test_loop_bodies_with_our_own_calls_are_replayed(tmp_path, mode):
+  # A loop body is traced once and replayed unless it holds something a trace cannot (nested
+  # control flow, a host callback); the custom calls our own passes make (passes/value_calls.h)
+  # are plain MLX graphs. A sampler's exact FMAs inside a fori_loop made each iteration
+  # interpreted again: 5x slower than replay (bench/README.md, "Loops").
+  log = tmp_path / "stats.log"
+  env = dict(os.environ, JAXMLX_GRAPH_STATS=str(log), JAXMLX_COMPILE=mode,
+             JAXMLX_FAST_KERNELS="1")
+  r = subprocess.run([sys.executable, "-c", LOOPS], capture_output=True, text=True, env=env,
+                     timeout=600)
+  assert r.returncode == 0, r.stderr[-3000:]
+  regions = collections.defaultdict(list)
+  for line in log.read_text().splitlines():
+    if line.startswith("region "):
+      _, name, *verdict = line.split(maxsplit=2)
+      regions[name].append(" ".join(verdict))
+  for name in ("jit_langevin", "jit_argmax_softmax", "jit_attention"):
+    assert regions[name] and all(v == "replayed" for v in regions[name]), (name, regions)
+  # The printing loop's body holds the callback (a counted loop's condition is never run).
+  assert regions["jit_printing"] == ["interpreted custom_call @jaxmlx.host_callback"], regions

@@ -2,16 +2,11 @@
 #include "passes/dce.h"
 
 #include <cstdint>
-#include <string_view>
 #include <unordered_map>
 #include <vector>
 
-#include "passes/argminmax.h"
-#include "passes/attention.h"
-#include "passes/contract_fma.h"
-#include "passes/norms.h"
 #include "passes/passes.h"
-#include "passes/softmax.h"
+#include "passes/value_calls.h"
 
 namespace jaxmlx::passes {
 namespace {
@@ -34,21 +29,10 @@ bool removable_kind(ir::OpKind k) {
   }
 }
 
-// The custom calls our own passes make compute values and nothing else (an attention call
-// leaves the softmax call it replaced dead, with the scores it read).
-bool pure_call(const ir::Op& op) {
-  if (op.kind != ir::OpKind::kCustomCall) return false;
-  const std::string_view t = op.get_string("call_target_name");
-  for (const char* pure : {kSoftmaxTarget, kLayerNormTarget, kRmsNormTarget, kAttentionTarget,
-                           kArgmaxTarget, kArgminTarget, kFmaTarget, kFmsTarget, kFnmaTarget})
-    if (t == pure) return true;
-  return false;
-}
-
 // Whether dropping `op` (its results unread) cannot be observed: a removable kind whose bodies
 // (a reduce's, a sort's comparator, ...) hold only removable ops.
 bool removable(const ir::Op& op) {
-  if (op.results.empty() || (!removable_kind(op.kind) && !pure_call(op))) return false;
+  if (op.results.empty() || (!removable_kind(op.kind) && !is_value_call(op))) return false;
   for (const ir::Region& r : op.regions)
     for (const ir::Block& b : r.blocks)
       for (const ir::Op& inner : b.ops)

@@ -47,6 +47,7 @@
 #include "passes/norms.h"
 #include "passes/passes.h"
 #include "passes/softmax.h"
+#include "passes/value_calls.h"
 #include "runtime/cpu_fusion.h"
 #include "runtime/executable.h"
 #include "runtime/graph_stats.h"
@@ -162,16 +163,6 @@ class TraceModeScope {
   bool active_;
 };
 
-// Custom calls made by our own passes that are plain MLX graphs (no host reads): a region with
-// them can still be compiled.
-
-bool traceable_custom_call(const ir::Op& op) {
-  std::string_view target = op.get_string("call_target_name");
-  return target == passes::kArgmaxTarget || target == passes::kArgminTarget ||
-         target == passes::kSoftmaxTarget || target == passes::kLayerNormTarget ||
-         target == passes::kRmsNormTarget;
-}
-
 using CompiledFn = std::function<std::vector<mx::array>(const std::vector<mx::array>&)>;
 
 // A program's replayed function, callable from the worker and from a thread running in its
@@ -231,9 +222,10 @@ constexpr size_t kCallerRunBytes = size_t{8} << 20;
 // of each graph: the region's arguments, the outer values it reads, and its constants.
 class RegionCache final : public lower::RegionRunner {
  public:
-  RegionCache(const lower::ProgramInfo& info, const Values& constants, GraphMode mode,
-              bool fuse_cpu)
-      : info_(info), constants_(constants), mode_(mode), fuse_cpu_(fuse_cpu) {}
+  RegionCache(std::string program, const lower::ProgramInfo& info, const Values& constants,
+              GraphMode mode, bool fuse_cpu)
+      : program_(std::move(program)), info_(info), constants_(constants), mode_(mode),
+        fuse_cpu_(fuse_cpu) {}
 
   std::optional<StatusOr<Values>> run(lower::Interpreter& interp, const ir::Region& region,
                                       const Values& args) override;
@@ -248,8 +240,10 @@ class RegionCache final : public lower::RegionRunner {
     CompiledFn fn;
   };
   void analyze(Entry& e, const ir::Region& region);
+  std::string analyze_usable(Entry& e, const ir::Region& region);
   CompiledFn make_fn(Entry& e, const ir::Func& f, const ir::Region& region, size_t nargs);
 
+  const std::string program_;
   const lower::ProgramInfo& info_;
   const Values& constants_;
   const GraphMode mode_;
@@ -259,29 +253,38 @@ class RegionCache final : public lower::RegionRunner {
 
 void RegionCache::analyze(Entry& e, const ir::Region& region) {
   e.analyzed = true;
-  if (region.blocks.size() != 1) return;
+  std::string why = analyze_usable(e, region);
+  record_region_stats(program_, e.usable, why);  // JAXMLX_GRAPH_STATS
+}
+
+// Fills `e` for a region that can be replayed (e.usable); otherwise says why not.
+std::string RegionCache::analyze_usable(Entry& e, const ir::Region& region) {
+  if (region.blocks.size() != 1) return "several blocks";
   std::unordered_set<uint32_t> defined;
-  bool host = false;
+  std::string host;
   for (const ir::Value& a : region.entry().args) defined.insert(a.id);
   ir::walk(region, [&](const ir::Op& op) {
     for (const ir::Value& r : op.results) defined.insert(r.id);
     for (const ir::Region& r : op.regions)
       for (const ir::Block& b : r.blocks)
         for (const ir::Value& a : b.args) defined.insert(a.id);
-    host |= op.kind == ir::OpKind::kWhile || op.kind == ir::OpKind::kCase ||
-            op.kind == ir::OpKind::kIf || op.kind == ir::OpKind::kFuncCall ||
-            (op.kind == ir::OpKind::kCustomCall && !traceable_custom_call(op));
+    if (!host.empty()) return;
+    if (op.kind == ir::OpKind::kWhile || op.kind == ir::OpKind::kCase ||
+        op.kind == ir::OpKind::kIf || op.kind == ir::OpKind::kFuncCall)
+      host = "nested control flow";
+    else if (op.kind == ir::OpKind::kCustomCall && !passes::is_value_call(op))
+      host = "custom_call @" + std::string(op.get_string("call_target_name"));
     if (auto it = info_.constant_index.find(&op); it != info_.constant_index.end())
       e.const_idx.push_back(it->second);
   });
-  if (host) return;
+  if (!host.empty()) return host;
   std::unordered_set<uint32_t> seen;
   ir::walk(region, [&](const ir::Op& op) {
     for (const ir::Value& v : op.operands)
       if (!defined.count(v.id) && seen.insert(v.id).second) e.free_ids.push_back(v.id);
   });
   const ir::Block& b = region.entry();
-  if (b.ops.empty()) return;
+  if (b.ops.empty()) return "no ops";
   for (const ir::Value& v : b.ops.back().operands) {
     OutputSource s;
     for (size_t i = 0; i < b.args.size(); ++i)
@@ -292,6 +295,7 @@ void RegionCache::analyze(Entry& e, const ir::Region& region) {
     e.sources.push_back(s);
   }
   e.usable = true;
+  return "";
 }
 
 CompiledFn RegionCache::make_fn(Entry& e, const ir::Func& f, const ir::Region& region,
@@ -340,9 +344,10 @@ std::optional<StatusOr<Values>> RegionCache::run(lower::Interpreter& interp,
       if (!e.fn) e.fn = make_fn(e, *f, region, args.size());
       TraceModeScope scope(mode_ == GraphMode::kReplay);
       computed = e.fn(xs);
-    } catch (const std::exception&) {
+    } catch (const std::exception& err) {
       e.usable = false;  // interpreting it reports any real error with the op's name
       e.fn = nullptr;
+      record_region_stats(program_, false, std::string("its trace failed: ") + err.what());
       return std::nullopt;
     }
   }
@@ -489,7 +494,7 @@ Status ExecutableImpl::init() {
   caller_runs_ = (use_compiled_ || (info_.straight_line && num_computed_ == 0)) &&
                  async_completion_;
   if (mode_ != GraphMode::kEager && !info_.straight_line)
-    regions_ = std::make_shared<RegionCache>(info_, constants_, mode_, fuse_cpu_);
+    regions_ = std::make_shared<RegionCache>(name_, info_, constants_, mode_, fuse_cpu_);
   return check_on_worker();
 }
 

@@ -93,6 +93,15 @@ void record_graph_stats(std::string_view program, const std::vector<mx::array>& 
   append_line(path, line + "\n");
 }
 
+void record_region_stats(std::string_view program, bool replayed, std::string_view why) {
+  const char* path = stats_path();
+  if (path == nullptr) return;
+  std::string line = "region " + std::string(program) + (replayed ? " replayed" : " interpreted ");
+  if (!replayed) line += why;
+  for (char& c : line) c = (c == '\n') ? ' ' : c;
+  append_line(path, line + "\n");
+}
+
 void profile_graph(std::string_view program, const std::vector<mx::array>& outputs) {
   static const char* path = env_path("JAXMLX_PROFILE");
   if (path == nullptr) return;

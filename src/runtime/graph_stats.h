@@ -4,7 +4,8 @@
 // one scheduler task on MLX's CPU, so the count is what a run costs beyond its arithmetic;
 // `bench/graph_count.py` sets it beside native MLX's graph of the same model. Views that cost no
 // kernel (reshapes, broadcasts of contiguous data) are counted too: the names tell them apart.
-// Loop bodies evaluated inside a run (while, scan) are not in the count.
+// Loop bodies evaluated inside a run (while, scan) are not in the count; whether each is replayed
+// or interpreted is (record_region_stats).
 #pragma once
 
 #include <map>
@@ -31,6 +32,11 @@ PendingGraph pending_graph(const std::vector<mlx::core::array>& outputs, size_t 
 
 // Appends `program`'s line for the unevaluated graph behind `outputs` (no-op when disabled).
 void record_graph_stats(std::string_view program, const std::vector<mlx::core::array>& outputs);
+
+// Appends "region <program> replayed" when a loop region (a while's condition or body) of
+// `program` is first run and will be replayed as a traced graph, or "region <program>
+// interpreted <why>" when each of its iterations is lowered again instead (no-op when disabled).
+void record_region_stats(std::string_view program, bool replayed, std::string_view why);
 
 // A profiler for finding where a run's time goes, with JAXMLX_PROFILE=<file> (no-op without):
 // evaluates the unevaluated graph behind `outputs` one primitive at a time, in dependency order,

@@ -1,0 +1,23 @@
+// value_calls: see value_calls.h.
+#include "passes/value_calls.h"
+
+#include <string_view>
+
+#include "passes/argminmax.h"
+#include "passes/attention.h"
+#include "passes/contract_fma.h"
+#include "passes/norms.h"
+#include "passes/softmax.h"
+
+namespace jaxmlx::passes {
+
+bool is_value_call(const ir::Op& op) {
+  if (op.kind != ir::OpKind::kCustomCall) return false;
+  const std::string_view t = op.get_string("call_target_name");
+  for (const char* target : {kSoftmaxTarget, kLayerNormTarget, kRmsNormTarget, kAttentionTarget,
+                             kArgmaxTarget, kArgminTarget, kFmaTarget, kFmsTarget, kFnmaTarget})
+    if (t == target) return true;
+  return false;
+}
+
+}  // namespace jaxmlx::passes
