@@ -1,256 +1,15 @@
 #include "runtime/cpu_fusion.h"
 
-#include <algorithm>
 #include <cstdlib>
-#include <optional>
+#include <memory>
 #include <string_view>
-#include <unordered_map>
-#include <unordered_set>
-#include <utility>
 
-#include "lower/shape_util.h"
-#include "mlx/primitives.h"
+#include "runtime/elementwise_chains.h"
 #include "runtime/fused_elementwise.h"
 
 namespace mx = mlx::core;
 
 namespace jaxmlx::runtime {
-namespace {
-
-constexpr size_t kMaxChain = 256;  // instructions per fused program (its scratch grows with it)
-
-std::optional<FusedOp> fused_op_of(std::string_view name) {
-  static const std::unordered_map<std::string_view, FusedOp> ops = [] {
-    std::unordered_map<std::string_view, FusedOp> m;
-    for (int i = 0; i <= static_cast<int>(FusedOp::kAsType); ++i)
-      m.emplace(fused_op_name(static_cast<FusedOp>(i)), static_cast<FusedOp>(i));
-    return m;
-  }();
-  auto it = ops.find(name);
-  if (it == ops.end()) return std::nullopt;
-  return it->second;
-}
-
-// The operand dtype an elementwise primitive computes in (Select's: its value operands').
-mx::Dtype operand_dtype(FusedOp op, const mx::array& a) {
-  return a.inputs()[op == FusedOp::kSelect ? 1 : 0].dtype();
-}
-
-// `a` as one instruction of a chain, when it is one: a single-output CPU primitive the evaluator
-// computes, whose operands all have its shape.
-std::optional<FusedOp> instruction_of(const mx::array& a) {
-  if (!a.has_primitive() || !a.siblings().empty() || a.inputs().empty()) return std::nullopt;
-  if (a.primitive().stream().device != mx::Device::cpu) return std::nullopt;
-  std::optional<FusedOp> op = fused_op_of(a.primitive().name());
-  if (!op) return std::nullopt;
-  const size_t arity = *op == FusedOp::kSelect ? 3 : a.inputs().size();
-  if (a.inputs().size() != arity || arity > 3) return std::nullopt;
-  const mx::Dtype arg = operand_dtype(*op, a);
-  for (size_t i = 0; i < a.inputs().size(); ++i) {
-    const mx::array& in = a.inputs()[i];
-    if (in.shape() != a.shape()) return std::nullopt;
-    const bool condition = *op == FusedOp::kSelect && i == 0;
-    if (in.dtype() != (condition ? mx::bool_ : arg)) return std::nullopt;
-  }
-  if (!FusedProgram::supports(*op, arg, a.dtype())) return std::nullopt;
-  return op;
-}
-
-// Whether `a` reads `b` broadcast numpy-style: b's dims, aligned to a's trailing ones, are 1 or a's.
-bool broadcasts_to(const mx::Shape& b, const mx::Shape& a) {
-  const mx::Shape t = lower::shape_util::without_leading_ones(b);
-  if (t.size() > a.size()) return false;
-  for (size_t i = 0; i < t.size(); ++i) {
-    const int d = t[t.size() - 1 - i];
-    if (d != 1 && d != a[a.size() - 1 - i]) return false;
-  }
-  return true;
-}
-
-// A view feeding a chain of `shape` that the fused kernel reads through strides instead: a
-// Broadcast, or a reshape that only adds or drops leading size-1 dims (jax's bias [n] ->
-// [1, 1, n]); its input is read broadcast to `shape` in its place.
-bool is_adapter_into(const mx::array& a, const mx::Shape& shape) {
-  if (!a.has_primitive() || !a.siblings().empty() || a.inputs().size() != 1 ||
-      a.primitive().stream().device != mx::Device::cpu || a.dtype() != a.inputs()[0].dtype() ||
-      !broadcasts_to(a.shape(), shape))
-    return false;
-  const std::string_view name = a.primitive().name();
-  if (name == "Broadcast") return true;
-  using lower::shape_util::without_leading_ones;
-  return (name == "Reshape" || name == "Squeeze" || name == "ExpandDims") &&
-         without_leading_ones(a.inputs()[0].shape()) == without_leading_ones(a.shape());
-}
-
-// Whether half or more of a chain's inputs are strided windows (`as_strided` views: the shifted
-// inputs of a depthwise convolution, src/lower/convolution.cc). The fused kernel gathers each
-// such input chunk by chunk, row segment by row segment, where MLX's separate kernels stream
-// them: a 7x7 depthwise sum of 98 inputs took 22 ms fused and 12.7 ms unfused
-// (bench/conv_groups.py).
-bool mostly_windows(const std::vector<mx::array>& inputs) {
-  constexpr size_t kMinWindows = 4;
-  size_t windows = 0;
-  for (const mx::array& in : inputs)
-    windows += in.has_primitive() && std::string_view(in.primitive().name()) == "AsStrided";
-  return windows >= kMinWindows && 2 * windows >= inputs.size();
-}
-
-class Fuser {
- public:
-  explicit Fuser(std::vector<mx::array>& outputs) : outputs_(outputs) {
-    for (const mx::array& o : outputs_) output_ids_.insert(o.id());
-    build_tape();
-  }
-
-  int run() {
-    int fused = 0;
-    for (int i = static_cast<int>(tape_.size()) - 1; i >= 0; --i)
-      if (!done_[i] && instruction_of(tape_[i])) fused += fuse_from(i);
-    return fused;
-  }
-
- private:
-  struct Use {
-    int consumer;  // tape index
-    int slot;      // which of its inputs
-  };
-
-  // Unevaluated nodes reachable from the outputs, producers before consumers.
-  void build_tape() {
-    std::unordered_set<std::uintptr_t> seen;
-    std::vector<std::pair<mx::array, size_t>> stack;
-    for (const mx::array& o : outputs_)
-      if (o.has_primitive() && seen.insert(o.id()).second) stack.emplace_back(o, 0);
-    while (!stack.empty()) {
-      auto& [a, next] = stack.back();
-      if (next < a.inputs().size()) {
-        const mx::array in = a.inputs()[next++];
-        if (in.has_primitive() && seen.insert(in.id()).second) stack.emplace_back(in, 0);
-        continue;
-      }
-      index_[a.id()] = static_cast<int>(tape_.size());
-      tape_.push_back(a);
-      stack.pop_back();
-    }
-    done_.assign(tape_.size(), false);
-    for (int c = 0; c < static_cast<int>(tape_.size()); ++c) {
-      const std::vector<mx::array>& ins = tape_[c].inputs();
-      for (int s = 0; s < static_cast<int>(ins.size()); ++s) uses_[ins[s].id()].push_back({c, s});
-    }
-  }
-
-  int tape_index(const mx::array& a) const {
-    auto it = index_.find(a.id());
-    return it == index_.end() ? -1 : it->second;
-  }
-
-  // Grows a chain from its last op (tape index `root`) toward its operands; fuses it when it
-  // replaces two primitives or more. Returns 1 when it did.
-  int fuse_from(int root) {
-    const mx::array last = tape_[root];
-    const mx::Shape& shape = last.shape();
-    if (last.size() == 0) return 0;
-    std::vector<int> members{root};
-    std::unordered_set<int> in_chain{root};
-    for (bool grew = true; grew && members.size() < kMaxChain;) {
-      grew = false;
-      for (size_t m = 0; m < members.size() && members.size() < kMaxChain; ++m) {
-        const bool adapter = !instruction_of(tape_[members[m]]);
-        for (const mx::array& in : tape_[members[m]].inputs()) {
-          const int j = tape_index(in);
-          if (j < 0 || done_[j] || in_chain.count(j) || output_ids_.count(in.id())) continue;
-          // An instruction's operands have the chain's shape; an adapter's input is another
-          // adapter or stays outside.
-          const bool ok = adapter ? is_adapter_into(in, shape)
-                                  : in.shape() == shape &&
-                                        (instruction_of(in) || is_adapter_into(in, shape));
-          if (!ok) continue;
-          const std::vector<Use>& u = uses_[in.id()];
-          if (!std::all_of(u.begin(), u.end(),
-                           [&](const Use& x) { return in_chain.count(x.consumer) > 0; }))
-            continue;
-          members.push_back(j);
-          in_chain.insert(j);
-          grew = true;
-        }
-      }
-    }
-    if (members.size() < 2) return 0;
-    std::sort(members.begin(), members.end());  // tape order: operands first
-
-    // Inputs: operands from outside the chain, and what its adapters read.
-    auto program = std::make_shared<FusedProgram>();
-    std::vector<mx::array> inputs;
-    std::unordered_map<std::uintptr_t, int> reg;  // array id -> register
-    auto input_reg = [&](const mx::array& a) {
-      auto [it, added] = reg.emplace(a.id(), static_cast<int>(inputs.size()));
-      if (added) inputs.push_back(a);
-      return it->second;
-    };
-    auto member = [&](const mx::array& a) {
-      const int j = tape_index(a);
-      return j >= 0 && in_chain.count(j) > 0;
-    };
-    for (int m : members)
-      for (const mx::array& in : tape_[m].inputs())
-        if (!member(in)) input_reg(in);
-    if (mostly_windows(inputs)) {  // left unfused, sub-chains included
-      for (int m : members) done_[m] = true;
-      return 0;
-    }
-    program->num_inputs = static_cast<int>(inputs.size());
-    for (int m : members) {
-      const mx::array& a = tape_[m];
-      std::optional<FusedOp> op = instruction_of(a);
-      if (!op) {  // an adapter reads what its input's register holds, broadcast
-        reg[a.id()] = reg.at(a.inputs()[0].id());
-        continue;
-      }
-      FusedInstr ins{*op, a.dtype(), operand_dtype(*op, a), {}};
-      for (const mx::array& in : a.inputs()) ins.args.push_back(reg.at(in.id()));
-      reg[a.id()] = program->num_inputs + static_cast<int>(program->code.size());
-      program->code.push_back(std::move(ins));
-    }
-
-    mx::array fused(shape, last.dtype(),
-                    std::make_shared<FusedElementwise>(last.primitive().stream(), program),
-                    inputs);
-    // Whoever read the chain's last op reads the fused array now.
-    std::vector<Use> readers = std::move(uses_[last.id()]);
-    for (const Use& r : readers) {
-      mx::array& consumer = tape_[r.consumer];
-      consumer.inputs()[r.slot] = fused;
-      for (mx::array& sibling : consumer.siblings())
-        if (sibling.inputs().size() > static_cast<size_t>(r.slot)) sibling.inputs()[r.slot] = fused;
-    }
-    for (mx::array& o : outputs_)
-      if (o.id() == last.id()) o = fused;
-    const int f = static_cast<int>(tape_.size());
-    index_[fused.id()] = f;
-    tape_.push_back(fused);
-    done_.push_back(true);
-    uses_[fused.id()] = std::move(readers);
-    if (output_ids_.erase(last.id())) output_ids_.insert(fused.id());
-    for (int s = 0; s < static_cast<int>(inputs.size()); ++s) {
-      std::vector<Use>& u = uses_[inputs[s].id()];
-      u.erase(std::remove_if(u.begin(), u.end(),
-                             [&](const Use& x) { return in_chain.count(x.consumer) > 0; }),
-              u.end());
-      u.push_back({f, s});
-    }
-    for (int m : members) done_[m] = true;
-    return 1;
-  }
-
-  std::vector<mx::array>& outputs_;
-  std::unordered_set<std::uintptr_t> output_ids_;
-  std::vector<mx::array> tape_;
-  std::vector<bool> done_;
-  std::unordered_map<std::uintptr_t, int> index_;
-  std::unordered_map<std::uintptr_t, std::vector<Use>> uses_;
-};
-
-}  // namespace
 
 bool cpu_fusion_enabled() {
   const char* v = std::getenv("JAXMLX_CPU_FUSION");
@@ -258,7 +17,21 @@ bool cpu_fusion_enabled() {
 }
 
 int fuse_cpu_elementwise(std::vector<mx::array>& outputs) {
-  return Fuser(outputs).run();
+  static const FusionTarget target{
+      mx::Device::cpu,
+      [](FusedOp op, mx::Dtype arg, mx::Dtype out) {
+        return FusedProgram::supports(op, arg, out);
+      },
+      [](const mx::Stream& stream, std::shared_ptr<const FusedProgram> program,
+         const std::vector<mx::array>& inputs, const mx::Shape& shape,
+         mx::Dtype dtype) -> std::optional<mx::array> {
+        return mx::array(shape, dtype, std::make_shared<FusedElementwise>(stream, std::move(program)),
+                         inputs);
+      },
+      /*skip_windows=*/true,
+      /*max_chain=*/256,  // its scratch grows with it
+  };
+  return fuse_elementwise_chains(outputs, target);
 }
 
 }  // namespace jaxmlx::runtime

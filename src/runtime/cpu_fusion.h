@@ -4,9 +4,9 @@
 // over memory however small it is; MLX's own fusion (JAXMLX_COMPILE=1) builds each fused kernel
 // with the host C++ compiler, seconds per kernel. Results are bit for bit the unfused ones.
 //
-// A chain: elementwise primitives of one shape, each read only by the chain (or its last op),
-// plus the Broadcasts feeding them (read through strides instead). JAXMLX_CPU_FUSION=0 turns it
-// off; it is read when each program is compiled.
+// What a chain is: runtime/elementwise_chains.h (shared with GPU fusion, gpu_fusion.h); chains
+// most of whose inputs are strided windows stay unfused here. JAXMLX_CPU_FUSION=0 turns it off;
+// it is read when each program is compiled.
 #pragma once
 
 #include <vector>

@@ -187,6 +187,57 @@ TEST_F(CpuFusion, IntegerAndBoolChainsWrapAndCompareExactly) {
   EXPECT_GE(c.chains, 2);
 }
 
+TEST_F(CpuFusion, RandomBitsToFloatsFuseWholeShiftsViewsAndFulls) {
+  // As jax.random builds uniform floats from threefry's bits: rotations (shifts and ors), the
+  // mantissa trick (bits >> 9 | 1.0's exponent, viewed as a float), and our exact FMA's pieces
+  // (views between float and int bits, bool compares, mx::zeros_like's Full).
+  mx::array k({0x243F6A88u, 0x85A308D3u, 0x13198A2Eu, 0x03707344u, 0u, 0xFFFFFFFFu}, {6});
+  mx::array x({1.5f, -0.0f, 3e-39f, -7.25f, 1e30f, 0.1f}, {6});
+  auto build = [&] {
+    mx::array r = mx::add(k, mx::array(0x9E3779B9u));
+    r = mx::bitwise_xor(mx::bitwise_or(mx::left_shift(r, mx::array(13u)),
+                                       mx::right_shift(r, mx::array(19u))), k);
+    mx::array f = mx::view(mx::bitwise_or(mx::right_shift(r, mx::array(9u)),
+                                          mx::array(0x3F800000u)), mx::float32);
+    mx::array u = mx::subtract(f, mx::array(1.0f));
+    mx::array bits = mx::view(x, mx::int32);
+    mx::array neg = mx::less(bits, mx::zeros_like(bits));                         // Full
+    mx::array same = mx::equal(neg, mx::less(x, mx::zeros_like(x)));              // bool ==
+    mx::array half = mx::right_shift(bits, mx::array(1));                         // arithmetic
+    mx::array y = mx::where(same, mx::add(u, mx::view(half, mx::float32)), u);
+    return std::vector<mx::array>{y, mx::view(mx::left_shift(half, mx::array(3)), mx::uint32)};
+  };
+  Case c = run(build);
+  for (size_t i = 0; i < c.plain.size(); ++i) EXPECT_TRUE(same_bits(c.plain[i], c.fused[i])) << i;
+  EXPECT_EQ(c.fused_census["FusedElementwise"], 3);  // u, y and the second result (half is shared)
+  for (const char* gone : {"LeftShift", "RightShift", "BitwiseOr", "Full", "Equal", "Less"})
+    EXPECT_EQ(c.fused_census.count(gone), 0u) << gone;
+}
+
+TEST_F(CpuFusion, ShiftsByTheWidthOrMoreGiveXlasResult) {
+  // MLX's kernels leave `x << 32` to C++ (undefined); our lowering never reads those lanes, and
+  // the fused kernel gives XLA's answer there: zero, or the sign for an arithmetic right shift.
+  mx::array a({-8, 8, -1, 12345, 7}, {5});
+  mx::array n({32, 33, 40, -1, 31}, {5});
+  mx::array un = mx::astype(n, mx::uint32), ua = mx::astype(a, mx::uint32);
+  mx::eval(un, ua);
+  std::vector<mx::array> out{mx::add(mx::left_shift(a, n), mx::array(1)),
+                             mx::add(mx::right_shift(a, n), mx::array(1)),
+                             mx::add(mx::right_shift(ua, un), mx::array(1u))};
+  EXPECT_EQ(fuse_cpu_elementwise(out), 3);
+  mx::eval(out);
+  auto ints = [](const mx::array& x) {
+    std::vector<int64_t> v;
+    for (size_t i = 0; i < x.size(); ++i)
+      v.push_back(x.dtype() == mx::int32 ? int64_t{x.data<int32_t>()[i]}
+                                         : int64_t{x.data<uint32_t>()[i]});
+    return v;
+  };
+  EXPECT_EQ(ints(out[0]), (std::vector<int64_t>{1, 1, 1, 1, int64_t{INT32_MIN} + 1}));
+  EXPECT_EQ(ints(out[1]), (std::vector<int64_t>{0, 1, 0, 1, 1}));
+  EXPECT_EQ(ints(out[2]), (std::vector<int64_t>{1, 1, 1, 1, 1}));
+}
+
 TEST_F(CpuFusion, AnIntermediateReadElsewhereStaysAResult) {
   mx::array x = uniform({4, 8}, 9);
   auto build = [&] {

@@ -58,6 +58,31 @@ void select(const void* const* a, void* d, int n) {
   for (int k = 0; k < n; ++k) o[k] = op(c[k], x[k], y[k]);
 }
 
+// XLA's shifts: an amount of the width or more (as unsigned) shifts everything out; the
+// arithmetic right shift of a signed type fills with the sign. MLX's kernels compute `x << y`
+// there, which C++ leaves undefined; our lowering never reads those lanes (it selects XLA's
+// result for them, lower/elementwise_int.cc), so any defined value matches what it returns.
+struct ShiftLeft {
+  template <typename T>
+  T operator()(T x, T y) const {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<U>(y) >= sizeof(T) * 8 ? T(0) : static_cast<T>(static_cast<U>(x) << y);
+  }
+};
+struct ShiftRight {
+  template <typename T>
+  T operator()(T x, T y) const {
+    using U = std::make_unsigned_t<T>;
+    if (static_cast<U>(y) >= sizeof(T) * 8) return std::is_signed_v<T> && x < 0 ? T(-1) : T(0);
+    return x >> y;  // arithmetic for a signed T (C++20), as MLX's operator>>
+  }
+};
+
+// A View between 4-byte dtypes: the same bits.
+void same_bits(const void* const* a, void* d, int n) {
+  std::memcpy(d, a[0], static_cast<size_t>(n) * 4);
+}
+
 template <typename In, typename Out>
 void astype(const void* const* a, void* d, int n) {
   const In* x = static_cast<const In*>(a[0]);
@@ -109,6 +134,15 @@ Kernel bits(Kind k) {
   }
 }
 
+template <template <typename, typename> class K, typename Op>
+Kernel ints(Kind k) {
+  switch (k) {
+    case Kind::kI32: return &K<int32_t, Op>::run;
+    case Kind::kU32: return &K<uint32_t, Op>::run;
+    default: return nullptr;
+  }
+}
+
 template <typename In>
 Kernel conversion_to(Kind out) {
   switch (out) {
@@ -155,6 +189,9 @@ Kernel kernel_for(const FusedInstr& ins) {
     case FusedOp::kBitwiseAnd: return bits<Binary, d::BitwiseAnd>(k);
     case FusedOp::kBitwiseOr: return bits<Binary, d::BitwiseOr>(k);
     case FusedOp::kBitwiseXor: return bits<Binary, d::BitwiseXor>(k);
+    case FusedOp::kLeftShift: return ints<Binary, ShiftLeft>(k);
+    case FusedOp::kRightShift: return ints<Binary, ShiftRight>(k);
+    case FusedOp::kView: return &same_bits;
     case FusedOp::kNegative: return numbers<Unary, d::Negative>(k);
     case FusedOp::kAbs:
       return k == Kind::kI32 ? &Unary<int32_t, d::Abs>::run : floats<Unary, d::Abs>(k);
@@ -166,8 +203,10 @@ Kernel kernel_for(const FusedInstr& ins) {
     case FusedOp::kSigmoid: return floats<Unary, d::Sigmoid>(k);
     case FusedOp::kSquare: return numbers<Unary, d::Square>(k);
     case FusedOp::kLogicalNot: return bools<Unary, d::LogicalNot>(k);
-    case FusedOp::kEqual: return numbers<Compare, d::Equal>(k);
-    case FusedOp::kNotEqual: return numbers<Compare, d::NotEqual>(k);
+    case FusedOp::kEqual:
+      return k == Kind::kBool ? &Compare<bool, d::Equal>::run : numbers<Compare, d::Equal>(k);
+    case FusedOp::kNotEqual:
+      return k == Kind::kBool ? &Compare<bool, d::NotEqual>::run : numbers<Compare, d::NotEqual>(k);
     case FusedOp::kLess: return numbers<Compare, d::Less>(k);
     case FusedOp::kLessEqual: return numbers<Compare, d::LessEqual>(k);
     case FusedOp::kGreater: return numbers<Compare, d::Greater>(k);
@@ -329,6 +368,9 @@ const char* fused_op_name(FusedOp op) {
     case FusedOp::kBitwiseAnd: return "BitwiseAnd";
     case FusedOp::kBitwiseOr: return "BitwiseOr";
     case FusedOp::kBitwiseXor: return "BitwiseXor";
+    case FusedOp::kLeftShift: return "LeftShift";
+    case FusedOp::kRightShift: return "RightShift";
+    case FusedOp::kView: return "View";
     case FusedOp::kNegative: return "Negative";
     case FusedOp::kAbs: return "Abs";
     case FusedOp::kSqrt: return "Sqrt";
@@ -351,7 +393,7 @@ const char* fused_op_name(FusedOp op) {
   return "?";
 }
 
-bool FusedProgram::supports(FusedOp op, mx::Dtype arg, mx::Dtype out) {
+bool FusedProgram::supports(FusedOp op, mx::Dtype arg, mx::Dtype out, bool cpu) {
   const Kind a = kind_of(arg), o = kind_of(out);
   if (a == Kind::kOther || o == Kind::kOther) return false;
   const bool number = a == Kind::kF32 || a == Kind::kI32 || a == Kind::kU32;
@@ -368,12 +410,17 @@ bool FusedProgram::supports(FusedOp op, mx::Dtype arg, mx::Dtype out) {
     // only where those run one element at a time too (x86-64; Accelerate/NEON builds run them
     // over 8-wide vectors, which need not round alike).
     case FusedOp::kExp: case FusedOp::kLog: case FusedOp::kTanh: case FusedOp::kSigmoid:
-      return a == Kind::kF32 && o == Kind::kF32 && mx::simd::max_size<float> == 1;
+      return a == Kind::kF32 && o == Kind::kF32 && (!cpu || mx::simd::max_size<float> == 1);
     case FusedOp::kLogicalAnd: case FusedOp::kLogicalOr: case FusedOp::kLogicalNot:
       return a == Kind::kBool && o == Kind::kBool;
     case FusedOp::kBitwiseAnd: case FusedOp::kBitwiseOr: case FusedOp::kBitwiseXor:
       return a != Kind::kF32 && a == o;
-    case FusedOp::kEqual: case FusedOp::kNotEqual: case FusedOp::kLess:
+    case FusedOp::kLeftShift: case FusedOp::kRightShift:
+      return (a == Kind::kI32 || a == Kind::kU32) && a == o;
+    case FusedOp::kView: return a != Kind::kBool && o != Kind::kBool;  // 4 bytes each
+    case FusedOp::kEqual: case FusedOp::kNotEqual:
+      return o == Kind::kBool;  // bools too
+    case FusedOp::kLess:
     case FusedOp::kLessEqual: case FusedOp::kGreater: case FusedOp::kGreaterEqual:
       return number && o == Kind::kBool;
     case FusedOp::kSelect: return a == o;

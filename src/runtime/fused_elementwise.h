@@ -26,17 +26,20 @@ namespace jaxmlx::runtime {
 enum class FusedOp : uint8_t {
   // same dtype in and out
   kAdd, kSubtract, kMultiply, kDivide, kMaximum, kMinimum,
-  kLogicalAnd, kLogicalOr, kBitwiseAnd, kBitwiseOr, kBitwiseXor,
+  kLogicalAnd, kLogicalOr, kBitwiseAnd, kBitwiseOr, kBitwiseXor, kLeftShift, kRightShift,
   kNegative, kAbs, kSqrt, kRsqrt, kExp, kLog, kTanh, kSigmoid, kSquare, kLogicalNot,
   // operand dtype in, bool out
   kEqual, kNotEqual, kLess, kLessEqual, kGreater, kGreaterEqual,
   // bool condition, two operands of the result dtype
   kSelect,
+  // operand bits reinterpreted as the result dtype of the same size (MLX's View)
+  kView,
   // operand dtype in, result dtype out
   kAsType,
 };
 
-// The MLX primitive name `op` replaces ("Add", ...).
+// The MLX primitive name `op` replaces ("Add", ...; MLX names a View by its dtype too, "View
+// float32": kView is "View").
 const char* fused_op_name(FusedOp op);
 
 // One step: result register = op(args) in `dtype` (the result's), operands in `arg_dtype`.
@@ -51,8 +54,10 @@ struct FusedProgram {
   int num_inputs = 0;
   std::vector<FusedInstr> code;
 
-  // Whether `op` over operands of `arg` giving `out` is something this evaluator computes.
-  static bool supports(FusedOp op, mlx::core::Dtype arg, mlx::core::Dtype out);
+  // Whether `op` over operands of `arg` giving `out` is something this evaluator computes
+  // exactly as MLX's CPU kernels do; with `cpu` false, as MLX's one-op GPU kernels do
+  // (runtime/gpu_fusion.h), where no approximation is vectorized.
+  static bool supports(FusedOp op, mlx::core::Dtype arg, mlx::core::Dtype out, bool cpu = true);
 };
 
 // One instruction over n elements: args[i] points at operand i's values, dst at the result's.
