@@ -4,8 +4,8 @@
 // over memory however small it is; MLX's own fusion (JAXMLX_COMPILE=1) builds each fused kernel
 // with the host C++ compiler, seconds per kernel. Results are bit for bit the unfused ones.
 //
-// What a chain is: runtime/elementwise_chains.h (shared with GPU fusion, gpu_fusion.h); chains
-// most of whose inputs are strided windows stay unfused here. JAXMLX_CPU_FUSION=0 turns it off;
+// What a chain is: runtime/elementwise_chains.h; chains most of whose inputs are strided windows
+// stay unfused here. JAXMLX_CPU_FUSION=0 turns it off;
 // it is read when each program is compiled.
 #pragma once
 

@@ -15,6 +15,8 @@
 
 #include "mlx/mlx.h"
 #include "mlx/primitives.h"
+#include "runtime/elementwise_chains.h"
+#include "runtime/fused_elementwise.h"
 #include "runtime/graph_stats.h"
 
 namespace mx = mlx::core;
@@ -236,6 +238,49 @@ TEST_F(CpuFusion, ShiftsByTheWidthOrMoreGiveXlasResult) {
   EXPECT_EQ(ints(out[0]), (std::vector<int64_t>{1, 1, 1, 1, int64_t{INT32_MIN} + 1}));
   EXPECT_EQ(ints(out[1]), (std::vector<int64_t>{0, 1, 0, 1, 1}));
   EXPECT_EQ(ints(out[2]), (std::vector<int64_t>{1, 1, 1, 1, 1}));
+}
+
+TEST_F(CpuFusion, ChainsThatFeedFusedChainsAreRewiredWhereTheFusedArrayReadsThem) {
+  // A target may build more than one array per chain (elementwise_chains.h): here the fused
+  // primitive reads an extra leading input and float inputs through views, and its result is a
+  // view. A chain fused after one of its readers (adam: the update p2 is fused before m2 and v2,
+  // which it reads) must be rewired at the slot the made arrays read it from, not at its index
+  // among the chain's inputs (a crash or wrong values before).
+  FusionTarget shifted{
+      mx::Device::cpu,
+      [](FusedOp op, mx::Dtype arg, mx::Dtype out) { return FusedProgram::supports(op, arg, out); },
+      [](const mx::Stream& stream, std::shared_ptr<const FusedProgram> program,
+         const std::vector<mx::array>& inputs, const mx::Shape& shape,
+         mx::Dtype dtype) -> std::optional<mx::array> {
+        auto p = std::make_shared<FusedProgram>(*program);
+        p->num_inputs += 1;  // a leading input the program never reads
+        for (FusedInstr& ins : p->code)
+          for (int& a : ins.args) ++a;
+        std::vector<mx::array> ins{mx::array(0.0f)};
+        for (const mx::array& in : inputs)
+          ins.push_back(in.dtype() == mx::float32 ? mx::view(mx::view(in, mx::int32), mx::float32)
+                                                  : in);
+        mx::array out(shape, dtype, std::make_shared<FusedElementwise>(stream, p), ins);
+        return dtype == mx::float32 ? mx::view(mx::view(out, mx::uint32), mx::float32) : out;
+      },
+      false, 64};
+  mx::array p = mx::random::normal({6, 5}, mx::random::key(40));
+  mx::array g = mx::random::normal({6, 5}, mx::random::key(41));
+  mx::array m = mx::random::normal({6, 5}, mx::random::key(42));
+  mx::array v = mx::abs(mx::random::normal({6, 5}, mx::random::key(43)));
+  mx::eval(p, g, m, v);
+  auto build = [&] {
+    mx::array m2 = mx::add(mx::multiply(mx::array(0.9f), m), mx::multiply(mx::array(0.1f), g));
+    mx::array v2 = mx::add(mx::multiply(mx::array(0.999f), v), mx::multiply(g, g));
+    mx::array p2 = mx::subtract(p, mx::divide(m2, mx::add(mx::sqrt(v2), mx::array(1e-8f))));
+    return std::vector<mx::array>{p2, m2, v2};
+  };
+  std::vector<mx::array> plain = build(), fused = build();
+  EXPECT_EQ(fuse_elementwise_chains(fused, shifted), 3);
+  mx::eval(plain);
+  mx::eval(fused);
+  for (size_t i = 0; i < plain.size(); ++i)
+    EXPECT_EQ(std::memcmp(plain[i].data<char>(), fused[i].data<char>(), plain[i].nbytes()), 0) << i;
 }
 
 TEST_F(CpuFusion, AnIntermediateReadElsewhereStaysAResult) {

@@ -228,19 +228,38 @@ class Fuser {
     }
     for (mx::array& o : outputs_)
       if (o.id() == last.id()) o = fused;
-    const int f = static_cast<int>(tape_.size());
-    index_[fused.id()] = f;
-    tape_.push_back(fused);
-    done_.push_back(true);
-    uses_[fused.id()] = std::move(readers);
-    if (output_ids_.erase(last.id())) output_ids_.insert(fused.id());
-    for (int s = 0; s < static_cast<int>(inputs.size()); ++s) {
-      std::vector<Use>& u = uses_[inputs[s].id()];
+    // The chain's inputs are read by the arrays the target made now (the fused array, or views
+    // and a kernel between it and them: each input at whatever slot it has there), not by the
+    // members. Those arrays join the tape so that fusing a chain that produces one of the inputs
+    // later rewires the right slot.
+    std::unordered_set<std::uintptr_t> input_ids;
+    for (const mx::array& in : inputs) {
+      input_ids.insert(in.id());
+      std::vector<Use>& u = uses_[in.id()];
       u.erase(std::remove_if(u.begin(), u.end(),
                              [&](const Use& x) { return in_chain.count(x.consumer) > 0; }),
               u.end());
-      u.push_back({f, s});
     }
+    std::vector<mx::array> made_nodes;
+    std::unordered_set<std::uintptr_t> seen;
+    for (std::vector<mx::array> stack{fused}; !stack.empty();) {
+      mx::array a = std::move(stack.back());
+      stack.pop_back();
+      if (input_ids.count(a.id()) || !a.has_primitive() || !seen.insert(a.id()).second) continue;
+      made_nodes.push_back(a);
+      for (const mx::array& in : a.inputs()) stack.push_back(in);
+    }
+    for (const mx::array& a : made_nodes) {
+      index_[a.id()] = static_cast<int>(tape_.size());
+      tape_.push_back(a);
+      done_.push_back(true);
+    }
+    for (const mx::array& a : made_nodes)
+      for (int s = 0; s < static_cast<int>(a.inputs().size()); ++s)
+        if (input_ids.count(a.inputs()[s].id()))
+          uses_[a.inputs()[s].id()].push_back({index_.at(a.id()), s});
+    uses_[fused.id()] = std::move(readers);
+    if (output_ids_.erase(last.id())) output_ids_.insert(fused.id());
     for (int m : members) done_[m] = true;
     return 1;
   }

@@ -1,6 +1,7 @@
-// Finding the elementwise chains of a traced MLX graph and replacing each by one fused array: the
-// part of CPU fusion (cpu_fusion.h) and GPU fusion (gpu_fusion.h) they share. A target says which
-// primitives it can fuse and builds the array that replaces a chain.
+// Finding the elementwise chains of a traced MLX graph and replacing each by one fused array, for
+// a target that says which primitives it can fuse and builds what replaces a chain: CPU fusion
+// (cpu_fusion.h) is one. (A CUDA target built on mx::fast::cuda_kernel was measured and dropped:
+// bench/README.md, "Elementwise fusion on CUDA".)
 //
 // A chain: elementwise primitives of one shape, each read only by the chain (or its last op),
 // plus the views feeding them that a fused kernel reads through strides instead (Broadcast,

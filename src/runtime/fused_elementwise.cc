@@ -393,7 +393,7 @@ const char* fused_op_name(FusedOp op) {
   return "?";
 }
 
-bool FusedProgram::supports(FusedOp op, mx::Dtype arg, mx::Dtype out, bool cpu) {
+bool FusedProgram::supports(FusedOp op, mx::Dtype arg, mx::Dtype out) {
   const Kind a = kind_of(arg), o = kind_of(out);
   if (a == Kind::kOther || o == Kind::kOther) return false;
   const bool number = a == Kind::kF32 || a == Kind::kI32 || a == Kind::kU32;
@@ -410,7 +410,7 @@ bool FusedProgram::supports(FusedOp op, mx::Dtype arg, mx::Dtype out, bool cpu) 
     // only where those run one element at a time too (x86-64; Accelerate/NEON builds run them
     // over 8-wide vectors, which need not round alike).
     case FusedOp::kExp: case FusedOp::kLog: case FusedOp::kTanh: case FusedOp::kSigmoid:
-      return a == Kind::kF32 && o == Kind::kF32 && (!cpu || mx::simd::max_size<float> == 1);
+      return a == Kind::kF32 && o == Kind::kF32 && mx::simd::max_size<float> == 1;
     case FusedOp::kLogicalAnd: case FusedOp::kLogicalOr: case FusedOp::kLogicalNot:
       return a == Kind::kBool && o == Kind::kBool;
     case FusedOp::kBitwiseAnd: case FusedOp::kBitwiseOr: case FusedOp::kBitwiseXor:

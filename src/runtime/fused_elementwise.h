@@ -54,10 +54,8 @@ struct FusedProgram {
   int num_inputs = 0;
   std::vector<FusedInstr> code;
 
-  // Whether `op` over operands of `arg` giving `out` is something this evaluator computes
-  // exactly as MLX's CPU kernels do; with `cpu` false, as MLX's one-op GPU kernels do
-  // (runtime/gpu_fusion.h), where no approximation is vectorized.
-  static bool supports(FusedOp op, mlx::core::Dtype arg, mlx::core::Dtype out, bool cpu = true);
+  // Whether `op` over operands of `arg` giving `out` is something this evaluator computes.
+  static bool supports(FusedOp op, mlx::core::Dtype arg, mlx::core::Dtype out);
 };
 
 // One instruction over n elements: args[i] points at operand i's values, dst at the result's.
