@@ -1,6 +1,10 @@
-"""jax.random inside a loop: Langevin dynamics (x += -eps x + sqrt(2 eps) N(0, 1)) for S steps of a
-fori_loop over n floats, one jitted call, on our platform, jax's CPU backend, and native MLX
-(the same step with mx.random.normal, mx.compile'd, S calls evaluated once at the end).
+"""jax.random's cost on our platform, two lines:
+- langevin: Langevin dynamics (x += -eps x + sqrt(2 eps) N(0, 1)) for S steps of a fori_loop over
+  n floats, one jitted call (native MLX: the same step with mx.random.normal, mx.compile'd, S
+  calls evaluated once at the end): many small random draws, per-primitive cost;
+- dropout: a dropout mask applied to an 8x256x384 activation (jax.random.bernoulli, jnp.where;
+  native: mx.random.bernoulli): one large draw, per-element cost.
+Each on our platform, jax's CPU backend and native MLX.
 
   .venv/bin/python bench/random_loop.py [--steps S] [--n N] [--reps R]
 
@@ -74,10 +78,35 @@ def main() -> None:
     mx.eval(x)
 
   cols["native mlx"] = timed(native, args.reps)
-  print(f"langevin, {args.steps} steps of {args.n} floats: " +
-        ", ".join(f"{k} {v:.2f} ms" for k, v in cols.items()) +
+  report(f"langevin, {args.steps} steps of {args.n} floats", cols,
+         f"max |ours - cpu| {np.max(np.abs(got - want)):.1e}")
+
+  def drop(key, x):
+    return jnp.where(jax.random.bernoulli(key, 0.9, x.shape), x / 0.9, 0.0)
+
+  g = jax.jit(drop)
+  act = np.ones((8, 256, 384), np.float32)
+  cols, outs = {}, {}
+  for name in ("mlx", "cpu"):
+    key, x = jax.device_put((jax.random.key(0), act), jax.devices(name)[0])
+    cols["ours" if name == "mlx" else "jax cpu"] = timed(lambda: g(key, x).block_until_ready(),
+                                                        args.reps)
+    outs[name] = np.asarray(g(key, x))
+
+  @mx.compile
+  def mdrop(key, x):
+    return mx.where(mx.random.bernoulli(0.9, x.shape, key=key), x / 0.9, 0.0)
+
+  mkey, mact = mx.random.key(0), mx.array(act)
+  cols["native mlx"] = timed(lambda: mx.eval(mdrop(mkey, mact)), args.reps)
+  same = np.array_equal(outs["mlx"], outs["cpu"])
+  report("dropout mask, 8x256x384", cols, "mask equal to jax cpu's" if same else "MISMATCH")
+
+
+def report(what: str, cols: dict, check: str) -> None:
+  print(f"{what}: " + ", ".join(f"{k} {v:.2f} ms" for k, v in cols.items()) +
         f"; ours / native {cols['ours'] / cols['native mlx']:.2f}x, ours / jax cpu "
-        f"{cols['ours'] / cols['jax cpu']:.2f}x; max |ours - cpu| {np.max(np.abs(got - want)):.1e}")
+        f"{cols['ours'] / cols['jax cpu']:.2f}x; {check}")
 
 
 if __name__ == "__main__":

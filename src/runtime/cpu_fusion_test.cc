@@ -204,7 +204,8 @@ TEST_F(CpuFusion, RandomBitsToFloatsFuseWholeShiftsViewsAndFulls) {
     mx::array u = mx::subtract(f, mx::array(1.0f));
     mx::array bits = mx::view(x, mx::int32);
     mx::array neg = mx::less(bits, mx::zeros_like(bits));                         // Full
-    mx::array same = mx::equal(neg, mx::less(x, mx::zeros_like(x)));              // bool ==
+    mx::array same = mx::logical_or(mx::equal(neg, mx::less(x, mx::zeros_like(x))),  // bool ==
+                                    mx::logical_not(mx::logical_and(neg, mx::isnan(x))));
     mx::array half = mx::right_shift(bits, mx::array(1));                         // arithmetic
     mx::array y = mx::where(same, mx::add(u, mx::view(half, mx::float32)), u);
     return std::vector<mx::array>{y, mx::view(mx::left_shift(half, mx::array(3)), mx::uint32)};
@@ -223,10 +224,12 @@ TEST_F(CpuFusion, ShiftsByTheWidthOrMoreGiveXlasResult) {
   mx::array n({32, 33, 40, -1, 31}, {5});
   mx::array un = mx::astype(n, mx::uint32), ua = mx::astype(a, mx::uint32);
   mx::eval(un, ua);
+  // Per-element amounts, and one amount for all (the scalar-shift path) of the width.
   std::vector<mx::array> out{mx::add(mx::left_shift(a, n), mx::array(1)),
                              mx::add(mx::right_shift(a, n), mx::array(1)),
-                             mx::add(mx::right_shift(ua, un), mx::array(1u))};
-  EXPECT_EQ(fuse_cpu_elementwise(out), 3);
+                             mx::add(mx::right_shift(ua, un), mx::array(1u)),
+                             mx::add(mx::right_shift(a, mx::array(32)), mx::array(1))};
+  EXPECT_EQ(fuse_cpu_elementwise(out), 4);
   mx::eval(out);
   auto ints = [](const mx::array& x) {
     std::vector<int64_t> v;
@@ -238,6 +241,7 @@ TEST_F(CpuFusion, ShiftsByTheWidthOrMoreGiveXlasResult) {
   EXPECT_EQ(ints(out[0]), (std::vector<int64_t>{1, 1, 1, 1, int64_t{INT32_MIN} + 1}));
   EXPECT_EQ(ints(out[1]), (std::vector<int64_t>{0, 1, 0, 1, 1}));
   EXPECT_EQ(ints(out[2]), (std::vector<int64_t>{1, 1, 1, 1, 1}));
+  EXPECT_EQ(ints(out[3]), (std::vector<int64_t>{0, 1, 0, 1, 1}));
 }
 
 TEST_F(CpuFusion, ChainsThatFeedFusedChainsAreRewiredWhereTheFusedArrayReadsThem) {

@@ -48,14 +48,16 @@ struct Unary {
   }
 };
 
+// Picks bit patterns (as MLX's Select: no arithmetic on the values), over same-size unsigned
+// integers so that the loop vectorizes for floats too.
 template <typename T>
 void select(const void* const* a, void* d, int n) {
-  const bool* c = static_cast<const bool*>(a[0]);
-  const T* x = static_cast<const T*>(a[1]);
-  const T* y = static_cast<const T*>(a[2]);
-  T* o = static_cast<T*>(d);
-  mx::detail::Select op;
-  for (int k = 0; k < n; ++k) o[k] = op(c[k], x[k], y[k]);
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint8_t>;
+  const uint8_t* c = static_cast<const uint8_t*>(a[0]);
+  const Bits* x = static_cast<const Bits*>(a[1]);
+  const Bits* y = static_cast<const Bits*>(a[2]);
+  Bits* o = static_cast<Bits*>(d);
+  for (int k = 0; k < n; ++k) o[k] = c[k] ? x[k] : y[k];
 }
 
 // XLA's shifts: an amount of the width or more (as unsigned) shifts everything out; the
@@ -77,6 +79,44 @@ struct ShiftRight {
     return x >> y;  // arithmetic for a signed T (C++20), as MLX's operator>>
   }
 };
+
+// A shift whose amount is one value over the chunk (threefry's rotations: constants) shifts by a
+// scalar, which vectorizes on any x86-64 (a per-lane variable shift needs AVX2); other amounts go
+// element by element. Same values either way.
+template <typename T, typename Op>
+struct Shift {
+  static void run(const void* const* a, void* d, int n) {
+    const T* x = static_cast<const T*>(a[0]);
+    const T* y = static_cast<const T*>(a[1]);
+    T* o = static_cast<T*>(d);
+    Op op;
+    using U = std::make_unsigned_t<T>;
+    U differs = 0;  // an or of xors: a reduction that vectorizes
+    for (int k = 1; k < n; ++k) differs |= static_cast<U>(y[k]) ^ static_cast<U>(y[0]);
+    if (differs != 0) {
+      for (int k = 0; k < n; ++k) o[k] = op(x[k], y[k]);
+      return;
+    }
+    const U s = static_cast<U>(y[0]);
+    if (s >= sizeof(T) * 8) {
+      for (int k = 0; k < n; ++k) o[k] = op(x[k], y[0]);
+    } else if constexpr (std::is_same_v<Op, ShiftLeft>) {
+      for (int k = 0; k < n; ++k) o[k] = static_cast<T>(static_cast<U>(x[k]) << s);
+    } else {
+      for (int k = 0; k < n; ++k) o[k] = static_cast<T>(x[k] >> s);
+    }
+  }
+};
+
+// Bools are stored as bytes 0 or 1: and, or and not as byte arithmetic give the same bytes as
+// MLX's bool functors and vectorize.
+template <int kOp>
+void bool_bytes(const void* const* a, void* d, int n) {
+  const uint8_t* x = static_cast<const uint8_t*>(a[0]);
+  const uint8_t* y = static_cast<const uint8_t*>(a[kOp == 2 ? 0 : 1]);
+  uint8_t* o = static_cast<uint8_t*>(d);
+  for (int k = 0; k < n; ++k) o[k] = kOp == 0 ? (x[k] & y[k]) : kOp == 1 ? (x[k] | y[k]) : (x[k] ^ 1);
+}
 
 // A View between 4-byte dtypes: the same bits.
 void same_bits(const void* const* a, void* d, int n) {
@@ -184,13 +224,13 @@ Kernel kernel_for(const FusedInstr& ins) {
     case FusedOp::kDivide: return floats<Binary, d::Divide>(k);
     case FusedOp::kMaximum: return numbers<Binary, d::Maximum>(k);
     case FusedOp::kMinimum: return numbers<Binary, d::Minimum>(k);
-    case FusedOp::kLogicalAnd: return bools<Binary, d::LogicalAnd>(k);
-    case FusedOp::kLogicalOr: return bools<Binary, d::LogicalOr>(k);
+    case FusedOp::kLogicalAnd: return k == Kind::kBool ? &bool_bytes<0> : nullptr;
+    case FusedOp::kLogicalOr: return k == Kind::kBool ? &bool_bytes<1> : nullptr;
     case FusedOp::kBitwiseAnd: return bits<Binary, d::BitwiseAnd>(k);
     case FusedOp::kBitwiseOr: return bits<Binary, d::BitwiseOr>(k);
     case FusedOp::kBitwiseXor: return bits<Binary, d::BitwiseXor>(k);
-    case FusedOp::kLeftShift: return ints<Binary, ShiftLeft>(k);
-    case FusedOp::kRightShift: return ints<Binary, ShiftRight>(k);
+    case FusedOp::kLeftShift: return ints<Shift, ShiftLeft>(k);
+    case FusedOp::kRightShift: return ints<Shift, ShiftRight>(k);
     case FusedOp::kView: return &same_bits;
     case FusedOp::kNegative: return numbers<Unary, d::Negative>(k);
     case FusedOp::kAbs:
@@ -202,7 +242,7 @@ Kernel kernel_for(const FusedInstr& ins) {
     case FusedOp::kTanh: return floats<Unary, d::Tanh>(k);
     case FusedOp::kSigmoid: return floats<Unary, d::Sigmoid>(k);
     case FusedOp::kSquare: return numbers<Unary, d::Square>(k);
-    case FusedOp::kLogicalNot: return bools<Unary, d::LogicalNot>(k);
+    case FusedOp::kLogicalNot: return k == Kind::kBool ? &bool_bytes<2> : nullptr;
     case FusedOp::kEqual:
       return k == Kind::kBool ? &Compare<bool, d::Equal>::run : numbers<Compare, d::Equal>(k);
     case FusedOp::kNotEqual:
