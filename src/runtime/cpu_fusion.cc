@@ -16,21 +16,34 @@ bool cpu_fusion_enabled() {
   return v == nullptr || std::string_view(v) != "0";
 }
 
+namespace {
+
+// JAXMLX_CPU_FUSION_MULTI=0: one result per fused chain (before 2026-12-01's sixth stop).
+bool multi_output_enabled() {
+  const char* v = std::getenv("JAXMLX_CPU_FUSION_MULTI");
+  return v == nullptr || std::string_view(v) != "0";
+}
+
+}  // namespace
+
 int fuse_cpu_elementwise(std::vector<mx::array>& outputs) {
-  static const FusionTarget target{
+  static const FusionTarget single{
       mx::Device::cpu,
       [](FusedOp op, mx::Dtype arg, mx::Dtype out) {
         return FusedProgram::supports(op, arg, out);
       },
       [](const mx::Stream& stream, std::shared_ptr<const FusedProgram> program,
          const std::vector<mx::array>& inputs, const mx::Shape& shape,
-         mx::Dtype dtype) -> std::optional<mx::array> {
-        return mx::array(shape, dtype, std::make_shared<FusedElementwise>(stream, std::move(program)),
-                         inputs);
+         const std::vector<mx::Dtype>& dtypes) -> std::optional<std::vector<mx::array>> {
+        return mx::array::make_arrays(std::vector<mx::Shape>(dtypes.size(), shape), dtypes,
+                                      std::make_shared<FusedElementwise>(stream, std::move(program)),
+                                      inputs);
       },
       /*skip_windows=*/true,
       /*max_chain=*/256,  // its scratch grows with it
   };
+  FusionTarget target = single;
+  target.multi_output = multi_output_enabled();
   return fuse_elementwise_chains(outputs, target);
 }
 

@@ -114,21 +114,25 @@ class Fuser {
   };
 
   // Unevaluated nodes reachable from the outputs, producers before consumers.
+  // One output at a time: an output read by another output's graph is placed before its reader
+  // (all outputs on the stack at once put a reader first when it was popped first).
   void build_tape() {
     std::unordered_set<std::uintptr_t> seen;
     std::vector<std::pair<mx::array, size_t>> stack;
-    for (const mx::array& o : outputs_)
-      if (o.has_primitive() && seen.insert(o.id()).second) stack.emplace_back(o, 0);
-    while (!stack.empty()) {
-      auto& [a, next] = stack.back();
-      if (next < a.inputs().size()) {
-        const mx::array in = a.inputs()[next++];
-        if (in.has_primitive() && seen.insert(in.id()).second) stack.emplace_back(in, 0);
-        continue;
+    for (const mx::array& o : outputs_) {
+      if (!o.has_primitive() || !seen.insert(o.id()).second) continue;
+      stack.emplace_back(o, 0);
+      while (!stack.empty()) {
+        auto& [a, next] = stack.back();
+        if (next < a.inputs().size()) {
+          const mx::array in = a.inputs()[next++];
+          if (in.has_primitive() && seen.insert(in.id()).second) stack.emplace_back(in, 0);
+          continue;
+        }
+        index_[a.id()] = static_cast<int>(tape_.size());
+        tape_.push_back(a);
+        stack.pop_back();
       }
-      index_[a.id()] = static_cast<int>(tape_.size());
-      tape_.push_back(a);
-      stack.pop_back();
     }
     done_.assign(tape_.size(), false);
     for (int c = 0; c < static_cast<int>(tape_.size()); ++c) {
@@ -142,12 +146,12 @@ class Fuser {
     return it == index_.end() ? -1 : it->second;
   }
 
-  // Grows a chain from its last op (tape index `root`) toward its operands; fuses it when it
-  // replaces two primitives or more. Returns 1 when it did.
-  int fuse_from(int root) {
-    const mx::array last = tape_[root];
-    const mx::Shape& shape = last.shape();
-    if (last.size() == 0) return 0;
+  // The chain grown from its last op (tape index `root`) toward its operands. An operand joins
+  // when it is an instruction (or a view read through strides) of the chain's shape that nothing
+  // else reads; with `multi`, an instruction joins whatever else reads it (it becomes one more
+  // result of the fused primitive).
+  std::vector<int> grow(int root, bool multi) {
+    const mx::Shape& shape = tape_[root].shape();
     std::vector<int> members{root};
     std::unordered_set<int> in_chain{root};
     for (bool grew = true; grew && members.size() < target_.max_chain;) {
@@ -156,23 +160,61 @@ class Fuser {
         const bool adapter = !instruction_of(tape_[members[m]], target_);
         for (const mx::array& in : tape_[members[m]].inputs()) {
           const int j = tape_index(in);
-          if (j < 0 || done_[j] || in_chain.count(j) || output_ids_.count(in.id())) continue;
+          if (j < 0 || done_[j] || in_chain.count(j)) continue;
           // An instruction's operands have the chain's shape; an adapter's input is another
           // adapter or stays outside.
-          const bool ok = adapter ? is_adapter_into(in, shape, target_.device)
-                                  : in.shape() == shape &&
-                                        (instruction_of(in, target_) ||
-                                         is_adapter_into(in, shape, target_.device));
+          const bool instruction = !adapter && in.shape() == shape && instruction_of(in, target_);
+          const bool ok = instruction || (adapter ? is_adapter_into(in, shape, target_.device)
+                                                  : in.shape() == shape &&
+                                                        is_adapter_into(in, shape, target_.device));
           if (!ok) continue;
-          const std::vector<Use>& u = uses_[in.id()];
-          if (!std::all_of(u.begin(), u.end(),
-                           [&](const Use& x) { return in_chain.count(x.consumer) > 0; }))
-            continue;
+          if (!(multi && instruction)) {
+            const std::vector<Use>& u = uses_[in.id()];
+            if (output_ids_.count(in.id()) ||
+                !std::all_of(u.begin(), u.end(),
+                             [&](const Use& x) { return in_chain.count(x.consumer) > 0; }))
+              continue;
+          }
           members.push_back(j);
           in_chain.insert(j);
           grew = true;
         }
       }
+    }
+    return members;
+  }
+
+  // Whether fusing `in_chain` would close a cycle: a member read outside the chain by something
+  // that, through other nodes, feeds the chain again. Walks forward from the outside readers
+  // (a walk too long to finish counts as a cycle).
+  bool closes_cycle(const std::unordered_set<int>& in_chain) {
+    constexpr size_t kMaxWalk = 1 << 15;
+    std::vector<int> stack;
+    for (int m : in_chain)
+      for (const Use& u : uses_[tape_[m].id()])
+        if (!in_chain.count(u.consumer)) stack.push_back(u.consumer);
+    std::unordered_set<int> seen;
+    while (!stack.empty()) {
+      const int c = stack.back();
+      stack.pop_back();
+      if (!seen.insert(c).second) continue;
+      if (in_chain.count(c) || seen.size() > kMaxWalk) return true;
+      for (const Use& u : uses_[tape_[c].id()]) stack.push_back(u.consumer);
+    }
+    return false;
+  }
+
+  // Fuses the chain ending at tape index `root` when it replaces two primitives or more.
+  // Returns 1 when it did.
+  int fuse_from(int root) {
+    const mx::array last = tape_[root];
+    const mx::Shape& shape = last.shape();
+    if (last.size() == 0) return 0;
+    std::vector<int> members = grow(root, target_.multi_output);
+    std::unordered_set<int> in_chain(members.begin(), members.end());
+    if (target_.multi_output && closes_cycle(in_chain)) {
+      members = grow(root, false);
+      in_chain = std::unordered_set<int>(members.begin(), members.end());
     }
     if (members.size() < 2) return 0;
     std::sort(members.begin(), members.end());  // tape order: operands first
@@ -198,6 +240,10 @@ class Fuser {
       return 0;
     }
     program->num_inputs = static_cast<int>(inputs.size());
+    // Results: the last op, and every member something outside the chain reads (or a result of
+    // the whole graph), in tape order.
+    std::vector<int> results;
+    std::vector<mx::Dtype> dtypes;
     for (int m : members) {
       const mx::array& a = tape_[m];
       std::optional<FusedOp> op = instruction_of(a, target_);
@@ -209,25 +255,39 @@ class Fuser {
       for (const mx::array& in : a.inputs()) ins.args.push_back(reg.at(in.id()));
       reg[a.id()] = program->num_inputs + static_cast<int>(program->code.size());
       program->code.push_back(std::move(ins));
+      const std::vector<Use>& u = uses_[a.id()];
+      if (m == root || output_ids_.count(a.id()) ||
+          std::any_of(u.begin(), u.end(), [&](const Use& x) { return !in_chain.count(x.consumer); })) {
+        results.push_back(m);
+        program->outputs.push_back(reg[a.id()]);
+        dtypes.push_back(a.dtype());
+      }
     }
 
-    std::optional<mx::array> made =
-        target_.make(last.primitive().stream(), program, inputs, shape, last.dtype());
-    if (!made) {  // left unfused, sub-chains included
+    std::optional<std::vector<mx::array>> made =
+        target_.make(last.primitive().stream(), program, inputs, shape, dtypes);
+    if (!made || made->size() != results.size()) {  // left unfused, sub-chains included
       for (int m : members) done_[m] = true;
       return 0;
     }
-    mx::array fused = *made;
-    // Whoever read the chain's last op reads the fused array now.
-    std::vector<Use> readers = std::move(uses_[last.id()]);
-    for (const Use& r : readers) {
-      mx::array& consumer = tape_[r.consumer];
-      consumer.inputs()[r.slot] = fused;
-      for (mx::array& sibling : consumer.siblings())
-        if (sibling.inputs().size() > static_cast<size_t>(r.slot)) sibling.inputs()[r.slot] = fused;
+    // Whoever outside the chain read one of its results reads the fused array now.
+    std::vector<std::vector<Use>> readers(results.size());
+    for (size_t r = 0; r < results.size(); ++r) {
+      const mx::array was = tape_[results[r]];
+      const mx::array& fused = (*made)[r];
+      for (const Use& x : uses_[was.id()]) {
+        if (in_chain.count(x.consumer)) continue;
+        readers[r].push_back(x);
+        mx::array& consumer = tape_[x.consumer];
+        consumer.inputs()[x.slot] = fused;
+        for (mx::array& sibling : consumer.siblings())
+          if (sibling.inputs().size() > static_cast<size_t>(x.slot)) sibling.inputs()[x.slot] = fused;
+      }
+      uses_[was.id()].clear();
+      for (mx::array& o : outputs_)
+        if (o.id() == was.id()) o = fused;
+      if (output_ids_.erase(was.id())) output_ids_.insert(fused.id());
     }
-    for (mx::array& o : outputs_)
-      if (o.id() == last.id()) o = fused;
     // The chain's inputs are read by the arrays the target made now (the fused array, or views
     // and a kernel between it and them: each input at whatever slot it has there), not by the
     // members. Those arrays join the tape so that fusing a chain that produces one of the inputs
@@ -242,7 +302,7 @@ class Fuser {
     }
     std::vector<mx::array> made_nodes;
     std::unordered_set<std::uintptr_t> seen;
-    for (std::vector<mx::array> stack{fused}; !stack.empty();) {
+    for (std::vector<mx::array> stack(made->begin(), made->end()); !stack.empty();) {
       mx::array a = std::move(stack.back());
       stack.pop_back();
       if (input_ids.count(a.id()) || !a.has_primitive() || !seen.insert(a.id()).second) continue;
@@ -258,8 +318,7 @@ class Fuser {
       for (int s = 0; s < static_cast<int>(a.inputs().size()); ++s)
         if (input_ids.count(a.inputs()[s].id()))
           uses_[a.inputs()[s].id()].push_back({index_.at(a.id()), s});
-    uses_[fused.id()] = std::move(readers);
-    if (output_ids_.erase(last.id())) output_ids_.insert(fused.id());
+    for (size_t r = 0; r < results.size(); ++r) uses_[(*made)[r].id()] = std::move(readers[r]);
     for (int m : members) done_[m] = true;
     return 1;
   }

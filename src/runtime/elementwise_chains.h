@@ -6,7 +6,9 @@
 // A chain: elementwise primitives of one shape, each read only by the chain (or its last op),
 // plus the views feeding them that a fused kernel reads through strides instead (Broadcast,
 // Full, reshapes of leading 1s). The chain's inputs are the arrays it reads from outside; its
-// program (runtime/fused_elementwise.h) computes the last op from them.
+// program (runtime/fused_elementwise.h) computes the last op from them. With multi_output, a
+// member read elsewhere too stays in the chain as one more result (threefry's two words, read
+// by every round; adam's moments, read by the update): fewer, larger chains.
 #pragma once
 
 #include <functional>
@@ -23,16 +25,19 @@ struct FusionTarget {
   mlx::core::Device::DeviceType device;
   // Whether the target computes `op` over operands of `arg` giving `out` exactly as MLX does.
   std::function<bool(FusedOp op, mlx::core::Dtype arg, mlx::core::Dtype out)> supports;
-  // The array computing `program` over `inputs` with the chain's last op's shape and dtype, or
-  // nullopt to leave the chain as it is.
-  std::function<std::optional<mlx::core::array>(
+  // The arrays computing `program` over `inputs`, one per program output (all of the chain's
+  // shape, of `dtypes`), or nullopt to leave the chain as it is.
+  std::function<std::optional<std::vector<mlx::core::array>>(
       const mlx::core::Stream& stream, std::shared_ptr<const FusedProgram> program,
       const std::vector<mlx::core::array>& inputs, const mlx::core::Shape& shape,
-      mlx::core::Dtype dtype)>
+      const std::vector<mlx::core::Dtype>& dtypes)>
       make;
   // Leave chains most of whose inputs are strided windows unfused (cpu_fusion.cc says why).
   bool skip_windows = false;
   size_t max_chain = 256;  // instructions per fused program
+  // Whether a fused program may have several results: members read outside the chain join it
+  // (as results) instead of ending it, unless that would close a cycle.
+  bool multi_output = false;
 };
 
 // Rewrites the graph behind `outputs` (a trace's outputs, not evaluated): each chain of `target`'s

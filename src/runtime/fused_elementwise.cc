@@ -339,7 +339,8 @@ void gather_any(const Source& s, const mx::Shape& shape, int64_t start, int n, v
 }
 
 void run_program(const FusedProgram& p, const std::vector<FusedKernel>& kernels,
-                 const std::vector<mx::array>& inputs, mx::array& out) {
+                 const std::vector<mx::array>& inputs, std::vector<mx::array>& outs) {
+  const mx::array& out = outs[0];
   const int64_t total = static_cast<int64_t>(out.size());
   const mx::Shape& shape = out.shape();
   const int nregs = p.num_inputs + static_cast<int>(p.code.size());
@@ -365,9 +366,11 @@ void run_program(const FusedProgram& p, const std::vector<FusedKernel>& kernels,
     }
   }
   ptr.assign(nregs, nullptr);
-  char* out_base = out.data<char>();
-  const int out_elem = static_cast<int>(out.itemsize());
-  const int last = static_cast<int>(p.code.size()) - 1;
+  // Instruction j writes straight into result out_of[j]'s memory (-1: a scratch register).
+  thread_local std::vector<int> out_of;
+  out_of.assign(p.code.size(), -1);
+  if (p.outputs.empty()) out_of.back() = 0;
+  for (size_t k = 0; k < p.outputs.size(); ++k) out_of[p.outputs[k] - p.num_inputs] = static_cast<int>(k);
   const void* args[3];
   for (int64_t start = 0; start < total; start += chunk) {
     const int n = static_cast<int>(std::min<int64_t>(chunk, total - start));
@@ -382,11 +385,12 @@ void run_program(const FusedProgram& p, const std::vector<FusedKernel>& kernels,
           break;
       }
     }
-    for (int j = 0; j <= last; ++j) {
+    for (int j = 0; j < static_cast<int>(p.code.size()); ++j) {
       const FusedInstr& ins = p.code[j];
       for (size_t a = 0; a < ins.args.size(); ++a) args[a] = ptr[ins.args[a]];
-      void* dst = j == last ? static_cast<void*>(out_base + start * out_elem)
-                            : reg(p.num_inputs + j);
+      void* dst = out_of[j] < 0 ? reg(p.num_inputs + j)
+                                : static_cast<void*>(outs[out_of[j]].data<char>() +
+                                                     start * outs[out_of[j]].itemsize());
       kernels[j](args, dst, n);
       ptr[p.num_inputs + j] = dst;
     }
@@ -470,41 +474,48 @@ bool FusedProgram::supports(FusedOp op, mx::Dtype arg, mx::Dtype out) {
 }
 
 FusedElementwise::FusedElementwise(mx::Stream stream, std::shared_ptr<const FusedProgram> program)
-    : mx::UnaryPrimitive(stream), program_(std::move(program)) {
+    : mx::Primitive(stream), program_(std::move(program)) {
   auto kernels = std::make_shared<std::vector<FusedKernel>>();
   for (const FusedInstr& ins : program_->code) kernels->push_back(kernel_for(ins));
   kernels_ = std::move(kernels);
 }
 
-void FusedElementwise::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
-  // Write over an input MLX would let go of anyway (as its own elementwise kernels do): each
-  // output element is computed from the same element of a same-shaped contiguous input.
+void FusedElementwise::eval_cpu(const std::vector<mx::array>& inputs,
+                                std::vector<mx::array>& outputs) {
+  // The last result (written by the last instruction, after every read of a chunk) may write
+  // over an input MLX would let go of anyway, as its own elementwise kernels do: each element
+  // is computed from the same element of a same-shaped contiguous input.
+  mx::array& last = outputs.back();
   bool donated = false;
   for (const mx::array& in : inputs) {
-    if (in.dtype() == out.dtype() && in.shape() == out.shape() && in.flags().row_contiguous &&
-        in.data_size() == out.size() && in.is_donatable()) {
-      out.copy_shared_buffer(in);
+    if (in.dtype() == last.dtype() && in.shape() == last.shape() && in.flags().row_contiguous &&
+        in.data_size() == last.size() && in.is_donatable()) {
+      last.copy_shared_buffer(in);
       donated = true;
       break;
     }
   }
-  if (!donated) out.set_data(mx::allocator::malloc(out.nbytes()));
-  if (out.size() == 0) return;
+  for (size_t k = 0; k < outputs.size(); ++k)
+    if (k + 1 < outputs.size() || !donated) outputs[k].set_data(mx::allocator::malloc(outputs[k].nbytes()));
+  if (last.size() == 0) return;
   auto& encoder = mx::cpu::get_command_encoder(stream());
-  std::vector<mx::array> ins;
+  std::vector<mx::array> ins, outs;
   ins.reserve(inputs.size());
   for (const mx::array& in : inputs) {
     encoder.set_input_array(in);
     ins.push_back(mx::array::unsafe_weak_copy(in));
   }
-  encoder.set_output_array(out);
+  for (mx::array& o : outputs) {
+    encoder.set_output_array(o);
+    outs.push_back(mx::array::unsafe_weak_copy(o));
+  }
   encoder.dispatch([program = program_, kernels = kernels_, ins = std::move(ins),
-                    out = mx::array::unsafe_weak_copy(out)]() mutable {
-    run_program(*program, *kernels, ins, out);
+                    outs = std::move(outs)]() mutable {
+    run_program(*program, *kernels, ins, outs);
   });
 }
 
-void FusedElementwise::eval_gpu(const std::vector<mx::array>&, mx::array&) {
+void FusedElementwise::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {
   throw std::runtime_error("[FusedElementwise] runs on MLX's CPU only");
 }
 
@@ -513,7 +524,8 @@ bool FusedElementwise::is_equivalent(const mx::Primitive& other) const {
   if (o == nullptr) return false;
   const FusedProgram& a = *program_;
   const FusedProgram& b = *o->program_;
-  if (a.num_inputs != b.num_inputs || a.code.size() != b.code.size()) return false;
+  if (a.num_inputs != b.num_inputs || a.code.size() != b.code.size() || a.outputs != b.outputs)
+    return false;
   for (size_t i = 0; i < a.code.size(); ++i) {
     const FusedInstr& x = a.code[i];
     const FusedInstr& y = b.code[i];

@@ -3,8 +3,8 @@
 //
 // The program is a list of instructions over registers: registers 0..num_inputs-1 are the
 // primitive's inputs, read broadcast numpy-style to the output shape with whatever strides they
-// have; register num_inputs + i is instruction i's result, and the last instruction is the
-// output. Each instruction applies MLX's own scalar functor (mlx/backend/cpu/binary_ops.h,
+// have; register num_inputs + i is instruction i's result, and the program's outputs (or the last
+// instruction) are the primitive's results, all of one shape. Each instruction applies MLX's own scalar functor (mlx/backend/cpu/binary_ops.h,
 // unary_ops.h) in the dtype the replaced primitive computed in, so results are bit for bit those
 // of the primitives it replaces: on x86-64 MLX's CPU kernels run the same functors one element
 // at a time (simd width 1); where MLX's kernels are vectorized (Accelerate, NEON), only ops that
@@ -53,6 +53,9 @@ struct FusedInstr {
 struct FusedProgram {
   int num_inputs = 0;
   std::vector<FusedInstr> code;
+  // The registers of the primitive's results, in output order (instruction results, ascending);
+  // empty: the last instruction's alone.
+  std::vector<int> outputs;
 
   // Whether `op` over operands of `arg` giving `out` is something this evaluator computes.
   static bool supports(FusedOp op, mlx::core::Dtype arg, mlx::core::Dtype out);
@@ -61,13 +64,15 @@ struct FusedProgram {
 // One instruction over n elements: args[i] points at operand i's values, dst at the result's.
 using FusedKernel = void (*)(const void* const* args, void* dst, int n);
 
-class FusedElementwise final : public mlx::core::UnaryPrimitive {
+class FusedElementwise final : public mlx::core::Primitive {
  public:
   // `program` must be valid: supports() holds for every instruction and registers refer back.
   FusedElementwise(mlx::core::Stream stream, std::shared_ptr<const FusedProgram> program);
 
-  void eval_cpu(const std::vector<mlx::core::array>& inputs, mlx::core::array& out) override;
-  void eval_gpu(const std::vector<mlx::core::array>& inputs, mlx::core::array& out) override;
+  void eval_cpu(const std::vector<mlx::core::array>& inputs,
+                std::vector<mlx::core::array>& outputs) override;
+  void eval_gpu(const std::vector<mlx::core::array>& inputs,
+                std::vector<mlx::core::array>& outputs) override;
   const char* name() const override { return "FusedElementwise"; }
   bool is_equivalent(const mlx::core::Primitive& other) const override;
 
