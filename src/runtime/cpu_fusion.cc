@@ -40,7 +40,7 @@ int fuse_cpu_elementwise(std::vector<mx::array>& outputs) {
                                       inputs);
       },
       /*skip_windows=*/true,
-      /*max_chain=*/256,  // its scratch grows with it
+      /*max_chain=*/1024,
   };
   FusionTarget target = single;
   target.multi_output = multi_output_enabled();

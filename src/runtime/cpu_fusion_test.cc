@@ -123,6 +123,43 @@ TEST_F(CpuFusion, AResultReadByALaterResultComputesFirst) {
   EXPECT_EQ(c.fused_census.count("Add"), 0u);
 }
 
+TEST_F(CpuFusion, ViewsOfSmallConstantsAreFolded) {
+  // Exact f32 constants written as int bits viewed as f32 (lower/xla_cpu_log.cc): the view is
+  // read as a constant, not run on every replay; a view of a computed array is fused.
+  mx::array x = uniform({4, 6}, 30);
+  auto build = [&] {
+    mx::array third = mx::view(mx::array(static_cast<int32_t>(0x3EAAAAABu), mx::int32), mx::float32);
+    mx::array nan = mx::view(mx::array(static_cast<int32_t>(0x7FC00123u), mx::int32), mx::float32);
+    mx::array y = mx::add(mx::multiply(x, third), mx::array(1.0f));
+    return std::vector<mx::array>{mx::where(mx::greater(y, mx::array(2.0f)), nan, y),
+                                  mx::view(mx::sqrt(mx::abs(x)), mx::int32)};
+  };
+  Case c = run(build);
+  for (size_t i = 0; i < c.plain.size(); ++i) EXPECT_TRUE(same_bits(c.plain[i], c.fused[i])) << i;
+  EXPECT_EQ(c.fused_census.count("View_float32"), 0u);  // both constants folded
+  EXPECT_EQ(c.fused_census.count("View_int32"), 0u);    // the view of sqrt fused into its chain
+  EXPECT_EQ(c.fused_census["FusedElementwise"], 2);
+}
+
+TEST_F(CpuFusion, LongChainsKeepAFewScratchSlots) {
+  // 600 instructions in one chain (over the old 256 cap; the chain's 300 broadcast scalars count
+  // toward the 1024 members too), each value read once or twice: the
+  // plan reuses scratch slots as values die; the result is the unfused one, bit for bit.
+  mx::array x = uniform({3, 300}, 31), y = uniform({3, 300}, 32);
+  auto build = [&] {
+    mx::array a = x, b = y;
+    for (int i = 0; i < 150; ++i) {
+      mx::array t = mx::add(mx::multiply(a, mx::array(0.5f)), b);
+      b = mx::subtract(a, mx::multiply(t, mx::array(0.25f)));
+      a = t;
+    }
+    return std::vector<mx::array>{mx::add(a, b)};
+  };
+  Case c = run(build);
+  EXPECT_TRUE(same_bits(c.plain[0], c.fused[0]));
+  EXPECT_EQ(c.fused_census["FusedElementwise"], 1);
+}
+
 TEST_F(CpuFusion, BroadcastAndTransposedOperandsAreReadThroughStrides) {
   mx::array x = uniform({5, 6}, 5), row = uniform({6}, 6), col = uniform({5, 1}, 7);
   mx::array t = uniform({6, 5}, 8);

@@ -101,6 +101,7 @@ class Fuser {
   }
 
   int run() {
+    fold_constant_views();
     int fused = 0;
     for (int i = static_cast<int>(tape_.size()) - 1; i >= 0; --i)
       if (!done_[i] && instruction_of(tape_[i], target_)) fused += fuse_from(i);
@@ -138,6 +139,43 @@ class Fuser {
     for (int c = 0; c < static_cast<int>(tape_.size()); ++c) {
       const std::vector<mx::array>& ins = tape_[c].inputs();
       for (int s = 0; s < static_cast<int>(ins.size()); ++s) uses_[ins[s].id()].push_back({c, s});
+    }
+  }
+
+  // A bit view of a small constant (our lowering writes exact f32 constants as int bits viewed
+  // as f32, lower/xla_cpu_log.cc) would run as a primitive on every replay: its readers read the
+  // viewed value as a constant instead.
+  void fold_constant_views() {
+    constexpr size_t kMaxElements = 64;
+    for (int i = 0; i < static_cast<int>(tape_.size()); ++i) {
+      const mx::array a = tape_[i];
+      if (a.inputs().size() != 1 || std::string_view(a.primitive().name()).substr(0, 5) != "View ")
+        continue;
+      const mx::array& in = a.inputs()[0];
+      if (in.has_primitive() || !in.is_available() || in.size() > kMaxElements ||
+          in.itemsize() != 4 || a.itemsize() != 4 || !in.flags().row_contiguous ||
+          in.shape() != a.shape())
+        continue;
+      std::vector<uint32_t> bits(in.data<uint32_t>(), in.data<uint32_t>() + in.size());
+      std::optional<mx::array> folded;
+      if (a.dtype() == mx::float32)
+        folded = mx::array(reinterpret_cast<const float*>(bits.data()), a.shape(), mx::float32);
+      else if (a.dtype() == mx::int32)
+        folded = mx::array(reinterpret_cast<const int32_t*>(bits.data()), a.shape(), mx::int32);
+      else if (a.dtype() == mx::uint32)
+        folded = mx::array(bits.data(), a.shape(), mx::uint32);
+      if (!folded) continue;
+      for (const Use& u : uses_[a.id()]) {
+        mx::array& consumer = tape_[u.consumer];
+        consumer.inputs()[u.slot] = *folded;
+        for (mx::array& sibling : consumer.siblings())
+          if (sibling.inputs().size() > static_cast<size_t>(u.slot)) sibling.inputs()[u.slot] = *folded;
+      }
+      uses_[a.id()].clear();
+      for (mx::array& o : outputs_)
+        if (o.id() == a.id()) o = *folded;
+      output_ids_.erase(a.id());
+      done_[i] = true;
     }
   }
 

@@ -34,7 +34,7 @@ struct FusionTarget {
       make;
   // Leave chains most of whose inputs are strided windows unfused (cpu_fusion.cc says why).
   bool skip_windows = false;
-  size_t max_chain = 256;  // instructions per fused program
+  size_t max_chain = 1024;  // instructions per fused program
   // Whether a fused program may have several results: members read outside the chain join it
   // (as results) instead of ending it, unless that would close a cycle.
   bool multi_output = false;

@@ -338,15 +338,59 @@ void gather_any(const Source& s, const mx::Shape& shape, int64_t start, int n, v
   gather<uint32_t>(s, shape, start, n, out);
 }
 
-void run_program(const FusedProgram& p, const std::vector<FusedKernel>& kernels,
+}  // namespace
+
+// Scratch slots: one per input (splat and strided inputs are gathered into theirs), then one per
+// instruction result that is not a primitive result, reused once its last reader has run (a
+// result never shares a slot with its own operands: conversions change the element size). Long
+// chains keep a working set of a few slots per chunk instead of one per instruction.
+struct FusedElementwise::Plan {
+  std::vector<FusedKernel> kernels;  // one per instruction
+  std::vector<int> slot;             // per register: its scratch slot, -1 for a primitive result
+  std::vector<int> out_of;           // per instruction: its result index, -1 for none
+  int num_slots = 0;
+
+  explicit Plan(const FusedProgram& p) {
+    const int n = static_cast<int>(p.code.size());
+    for (const FusedInstr& ins : p.code) kernels.push_back(kernel_for(ins));
+    out_of.assign(n, -1);
+    if (p.outputs.empty()) out_of.back() = 0;
+    for (size_t k = 0; k < p.outputs.size(); ++k)
+      out_of[p.outputs[k] - p.num_inputs] = static_cast<int>(k);
+    std::vector<int> last_read(p.num_inputs + n, -1);
+    for (int j = 0; j < n; ++j)
+      for (int a : p.code[j].args) last_read[a] = j;
+    slot.assign(p.num_inputs + n, -1);
+    for (int i = 0; i < p.num_inputs; ++i) slot[i] = i;
+    num_slots = p.num_inputs;
+    std::vector<int> free;
+    for (int j = 0; j < n; ++j) {
+      const int r = p.num_inputs + j;
+      if (out_of[j] < 0) {
+        if (free.empty()) free.push_back(num_slots++);
+        slot[r] = free.back();
+        free.pop_back();
+      }
+      for (int a : p.code[j].args)  // operands read for the last time give their slots back
+        if (a >= p.num_inputs && last_read[a] == j && slot[a] >= 0 &&
+            std::find(free.begin(), free.end(), slot[a]) == free.end())
+          free.push_back(slot[a]);
+      if (last_read[r] < 0 && slot[r] >= 0) free.push_back(slot[r]);  // never read
+    }
+  }
+};
+
+namespace {
+
+void run_program(const FusedProgram& p, const FusedElementwise::Plan& plan,
                  const std::vector<mx::array>& inputs, std::vector<mx::array>& outs) {
   const mx::array& out = outs[0];
   const int64_t total = static_cast<int64_t>(out.size());
   const mx::Shape& shape = out.shape();
   const int nregs = p.num_inputs + static_cast<int>(p.code.size());
   const int chunk = static_cast<int>(std::min<int64_t>(kChunk, total));
-  // Registers of `chunk` elements of up to 4 bytes (uint32_t keeps them aligned for any type),
-  // and the per-input state: kept by MLX's stream thread from run to run (no allocation each).
+  // Slots of `chunk` elements of up to 4 bytes (uint32_t keeps them aligned for any type), and
+  // the per-input state: kept by MLX's stream thread from run to run (no allocation each).
   thread_local std::vector<uint32_t> scratch;
   thread_local std::vector<Source> sources;
   thread_local std::vector<const void*> ptr;
@@ -354,23 +398,18 @@ void run_program(const FusedProgram& p, const std::vector<FusedKernel>& kernels,
   walked.clear();
   for (int d : shape)
     if (d != 1) walked.push_back(d);
-  scratch.resize(std::max(scratch.size(), static_cast<size_t>(nregs) * chunk));
-  auto reg = [&](int r) -> void* { return scratch.data() + static_cast<size_t>(r) * chunk; };
+  scratch.resize(std::max(scratch.size(), static_cast<size_t>(plan.num_slots) * chunk));
+  auto slot = [&](int s) -> void* { return scratch.data() + static_cast<size_t>(s) * chunk; };
   sources.clear();
   for (int i = 0; i < p.num_inputs; ++i) {
     sources.push_back(source_for(inputs[i], shape));
     const Source& s = sources.back();
     if (s.mode == Source::Mode::kSplat) {  // one element, repeated once for every chunk
-      char* dst = static_cast<char*>(reg(i));
+      char* dst = static_cast<char*>(slot(i));
       for (int k = 0; k < chunk; ++k) std::memcpy(dst + k * s.elem, s.base, s.elem);
     }
   }
   ptr.assign(nregs, nullptr);
-  // Instruction j writes straight into result out_of[j]'s memory (-1: a scratch register).
-  thread_local std::vector<int> out_of;
-  out_of.assign(p.code.size(), -1);
-  if (p.outputs.empty()) out_of.back() = 0;
-  for (size_t k = 0; k < p.outputs.size(); ++k) out_of[p.outputs[k] - p.num_inputs] = static_cast<int>(k);
   const void* args[3];
   for (int64_t start = 0; start < total; start += chunk) {
     const int n = static_cast<int>(std::min<int64_t>(chunk, total - start));
@@ -378,20 +417,20 @@ void run_program(const FusedProgram& p, const std::vector<FusedKernel>& kernels,
       const Source& s = sources[i];
       switch (s.mode) {
         case Source::Mode::kDirect: ptr[i] = s.base + start * s.elem; break;
-        case Source::Mode::kSplat: ptr[i] = reg(i); break;
+        case Source::Mode::kSplat: ptr[i] = slot(i); break;
         case Source::Mode::kStrided:
-          gather_any(s, walked, start, n, reg(i));
-          ptr[i] = reg(i);
+          gather_any(s, walked, start, n, slot(i));
+          ptr[i] = slot(i);
           break;
       }
     }
     for (int j = 0; j < static_cast<int>(p.code.size()); ++j) {
       const FusedInstr& ins = p.code[j];
       for (size_t a = 0; a < ins.args.size(); ++a) args[a] = ptr[ins.args[a]];
-      void* dst = out_of[j] < 0 ? reg(p.num_inputs + j)
-                                : static_cast<void*>(outs[out_of[j]].data<char>() +
-                                                     start * outs[out_of[j]].itemsize());
-      kernels[j](args, dst, n);
+      const int o = plan.out_of[j];
+      void* dst = o < 0 ? slot(plan.slot[p.num_inputs + j])
+                        : static_cast<void*>(outs[o].data<char>() + start * outs[o].itemsize());
+      plan.kernels[j](args, dst, n);
       ptr[p.num_inputs + j] = dst;
     }
   }
@@ -474,11 +513,9 @@ bool FusedProgram::supports(FusedOp op, mx::Dtype arg, mx::Dtype out) {
 }
 
 FusedElementwise::FusedElementwise(mx::Stream stream, std::shared_ptr<const FusedProgram> program)
-    : mx::Primitive(stream), program_(std::move(program)) {
-  auto kernels = std::make_shared<std::vector<FusedKernel>>();
-  for (const FusedInstr& ins : program_->code) kernels->push_back(kernel_for(ins));
-  kernels_ = std::move(kernels);
-}
+    : mx::Primitive(stream),
+      program_(std::move(program)),
+      plan_(std::make_shared<const Plan>(*program_)) {}
 
 void FusedElementwise::eval_cpu(const std::vector<mx::array>& inputs,
                                 std::vector<mx::array>& outputs) {
@@ -509,9 +546,9 @@ void FusedElementwise::eval_cpu(const std::vector<mx::array>& inputs,
     encoder.set_output_array(o);
     outs.push_back(mx::array::unsafe_weak_copy(o));
   }
-  encoder.dispatch([program = program_, kernels = kernels_, ins = std::move(ins),
+  encoder.dispatch([program = program_, plan = plan_, ins = std::move(ins),
                     outs = std::move(outs)]() mutable {
-    run_program(*program, *kernels, ins, outs);
+    run_program(*program, *plan, ins, outs);
   });
 }
 

@@ -78,10 +78,13 @@ class FusedElementwise final : public mlx::core::Primitive {
 
   const FusedProgram& program() const { return *program_; }
 
+  // How the program runs (kernels, scratch slots, results): made once, shared with the tasks
+  // dispatched (no copy per run).
+  struct Plan;
+
  private:
   std::shared_ptr<const FusedProgram> program_;
-  // One per instruction; shared with the tasks dispatched (no copy per run).
-  std::shared_ptr<const std::vector<FusedKernel>> kernels_;
+  std::shared_ptr<const Plan> plan_;
 };
 
 }  // namespace jaxmlx::runtime
