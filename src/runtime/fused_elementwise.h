@@ -3,14 +3,16 @@
 //
 // The program is a list of instructions over registers: registers 0..num_inputs-1 are the
 // primitive's inputs, read broadcast numpy-style to the output shape with whatever strides they
-// have; register num_inputs + i is instruction i's result, and the program's outputs (or the last
-// instruction) are the primitive's results, all of one shape. Each instruction applies MLX's own scalar functor (mlx/backend/cpu/binary_ops.h,
-// unary_ops.h) in the dtype the replaced primitive computed in, so results are bit for bit those
-// of the primitives it replaces: on x86-64 MLX's CPU kernels run the same functors one element
-// at a time (simd width 1); where MLX's kernels are vectorized (Accelerate, NEON), only ops that
-// round exactly (arithmetic, sqrt, comparisons) are fused. Evaluation goes in chunks of kChunk elements through scratch
-// registers that stay in cache: one pass over memory instead of one per primitive, and one
-// scheduler task instead of one per primitive.
+// have; register num_inputs + i is instruction i's result, and the program's outputs (or the
+// last instruction) are the primitive's results, all of one shape. Each instruction applies
+// MLX's own scalar functor (mlx/backend/cpu/binary_ops.h, unary_ops.h; shifts, bool ops and
+// selects as equivalent byte and bit arithmetic that vectorizes) in the dtype the replaced
+// primitive computed in, so results are bit for bit those of the primitives it replaces: on
+// x86-64 MLX's CPU kernels run the same functors one element at a time (simd width 1); where
+// MLX's kernels are vectorized (Accelerate, NEON), only ops that round exactly (arithmetic,
+// sqrt, comparisons) are fused. Evaluation goes in chunks of kChunk elements through scratch
+// slots that stay in cache (reused once a value is dead): one pass over memory instead of one
+// per primitive, and one scheduler task instead of one per primitive.
 #pragma once
 
 #include <memory>
