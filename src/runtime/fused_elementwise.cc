@@ -160,11 +160,6 @@ Kernel floats(Kind k) {
 }
 
 template <template <typename, typename> class K, typename Op>
-Kernel bools(Kind k) {
-  return k == Kind::kBool ? &K<bool, Op>::run : nullptr;
-}
-
-template <template <typename, typename> class K, typename Op>
 Kernel bits(Kind k) {
   switch (k) {
     case Kind::kI32: return &K<int32_t, Op>::run;
