@@ -165,16 +165,9 @@ class Fuser {
       else if (a.dtype() == mx::uint32)
         folded = mx::array(bits.data(), a.shape(), mx::uint32);
       if (!folded) continue;
-      for (const Use& u : uses_[a.id()]) {
-        mx::array& consumer = tape_[u.consumer];
-        consumer.inputs()[u.slot] = *folded;
-        for (mx::array& sibling : consumer.siblings())
-          if (sibling.inputs().size() > static_cast<size_t>(u.slot)) sibling.inputs()[u.slot] = *folded;
-      }
+      for (const Use& u : uses_[a.id()]) rewire(u, *folded);
       uses_[a.id()].clear();
-      for (mx::array& o : outputs_)
-        if (o.id() == a.id()) o = *folded;
-      output_ids_.erase(a.id());
+      replace_output(a, *folded);
       done_[i] = true;
     }
   }
@@ -182,6 +175,21 @@ class Fuser {
   int tape_index(const mx::array& a) const {
     auto it = index_.find(a.id());
     return it == index_.end() ? -1 : it->second;
+  }
+
+  // The reader `u` (and its siblings, which share its inputs) reads `now` in that slot.
+  void rewire(const Use& u, const mx::array& now) {
+    mx::array& consumer = tape_[u.consumer];
+    consumer.inputs()[u.slot] = now;
+    for (mx::array& sibling : consumer.siblings())
+      if (sibling.inputs().size() > static_cast<size_t>(u.slot)) sibling.inputs()[u.slot] = now;
+  }
+
+  // A result of the whole graph that was `was` is `now`.
+  void replace_output(const mx::array& was, const mx::array& now) {
+    for (mx::array& o : outputs_)
+      if (o.id() == was.id()) o = now;
+    if (output_ids_.erase(was.id()) && now.has_primitive()) output_ids_.insert(now.id());
   }
 
   // The chain grown from its last op (tape index `root`) toward its operands. An operand joins
@@ -316,15 +324,10 @@ class Fuser {
       for (const Use& x : uses_[was.id()]) {
         if (in_chain.count(x.consumer)) continue;
         readers[r].push_back(x);
-        mx::array& consumer = tape_[x.consumer];
-        consumer.inputs()[x.slot] = fused;
-        for (mx::array& sibling : consumer.siblings())
-          if (sibling.inputs().size() > static_cast<size_t>(x.slot)) sibling.inputs()[x.slot] = fused;
+        rewire(x, fused);
       }
       uses_[was.id()].clear();
-      for (mx::array& o : outputs_)
-        if (o.id() == was.id()) o = fused;
-      if (output_ids_.erase(was.id())) output_ids_.insert(fused.id());
+      replace_output(was, fused);
     }
     // The chain's inputs are read by the arrays the target made now (the fused array, or views
     // and a kernel between it and them: each input at whatever slot it has there), not by the
