@@ -54,17 +54,17 @@ def main() -> None:
       return key, x - eps * x + np.float32(np.sqrt(2 * eps)) * jax.random.normal(sub, x.shape)
     return jax.lax.fori_loop(0, args.steps, body, (key, x))[1]
 
-  f = jax.jit(langevin)
-  cols = {}
-  for name in ("mlx", "cpu"):
-    dev = jax.devices(name)[0]
-    key, x = jax.device_put((jax.random.key(0), jnp.ones((args.n,), jnp.float32)), dev)
-    cols["ours" if name == "mlx" else "jax cpu"] = timed(lambda: f(key, x).block_until_ready(),
-                                                        args.reps)
-  want = np.asarray(f(*jax.device_put((jax.random.key(0), jnp.ones((args.n,))),
-                                      jax.devices("cpu")[0])))
-  got = np.asarray(f(*jax.device_put((jax.random.key(0), jnp.ones((args.n,))),
-                                     jax.devices("mlx")[0])))
+  def jax_columns(fn, inputs):
+    """fn jitted on our platform and on jax's CPU: ms per call per column, and each's result."""
+    g = jax.jit(fn)
+    cols, outs = {}, {}
+    for name, col in (("mlx", "ours"), ("cpu", "jax cpu")):
+      xs = jax.device_put(inputs, jax.devices(name)[0])
+      cols[col] = timed(lambda: g(*xs).block_until_ready(), args.reps)
+      outs[col] = np.asarray(g(*xs))
+    return cols, outs
+
+  cols, outs = jax_columns(langevin, (jax.random.key(0), np.ones((args.n,), np.float32)))
 
   @mx.compile
   def step(key, x):
@@ -79,19 +79,13 @@ def main() -> None:
 
   cols["native mlx"] = timed(native, args.reps)
   report(f"langevin, {args.steps} steps of {args.n} floats", cols,
-         f"max |ours - cpu| {np.max(np.abs(got - want)):.1e}")
+         f"max |ours - cpu| {np.max(np.abs(outs['ours'] - outs['jax cpu'])):.1e}")
 
   def drop(key, x):
     return jnp.where(jax.random.bernoulli(key, 0.9, x.shape), x / 0.9, 0.0)
 
-  g = jax.jit(drop)
   act = np.ones((8, 256, 384), np.float32)
-  cols, outs = {}, {}
-  for name in ("mlx", "cpu"):
-    key, x = jax.device_put((jax.random.key(0), act), jax.devices(name)[0])
-    cols["ours" if name == "mlx" else "jax cpu"] = timed(lambda: g(key, x).block_until_ready(),
-                                                        args.reps)
-    outs[name] = np.asarray(g(key, x))
+  cols, outs = jax_columns(drop, (jax.random.key(0), act))
 
   @mx.compile
   def mdrop(key, x):
@@ -99,7 +93,7 @@ def main() -> None:
 
   mkey, mact = mx.random.key(0), mx.array(act)
   cols["native mlx"] = timed(lambda: mx.eval(mdrop(mkey, mact)), args.reps)
-  same = np.array_equal(outs["mlx"], outs["cpu"])
+  same = np.array_equal(outs["ours"], outs["jax cpu"])
   report("dropout mask, 8x256x384", cols, "mask equal to jax cpu's" if same else "MISMATCH")
 
 
