@@ -34,7 +34,8 @@ int fuse_cpu_elementwise(std::vector<mx::array>& outputs) {
       },
       [](const mx::Stream& stream, std::shared_ptr<const FusedProgram> program,
          const std::vector<mx::array>& inputs, const mx::Shape& shape,
-         const std::vector<mx::Dtype>& dtypes) -> std::optional<std::vector<mx::array>> {
+         const std::vector<mx::Dtype>& dtypes,
+         const std::vector<mx::array>&) -> std::optional<std::vector<mx::array>> {
         return mx::array::make_arrays(std::vector<mx::Shape>(dtypes.size(), shape), dtypes,
                                       std::make_shared<FusedElementwise>(stream, std::move(program)),
                                       inputs);

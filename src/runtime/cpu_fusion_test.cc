@@ -334,7 +334,8 @@ TEST_F(CpuFusion, ChainsThatFeedFusedChainsAreRewiredWhereTheFusedArrayReadsThem
       [](FusedOp op, mx::Dtype arg, mx::Dtype out) { return FusedProgram::supports(op, arg, out); },
       [](const mx::Stream& stream, std::shared_ptr<const FusedProgram> program,
          const std::vector<mx::array>& inputs, const mx::Shape& shape,
-         const std::vector<mx::Dtype>& dtypes) -> std::optional<std::vector<mx::array>> {
+         const std::vector<mx::Dtype>& dtypes,
+         const std::vector<mx::array>&) -> std::optional<std::vector<mx::array>> {
         const mx::Dtype dtype = dtypes.at(0);
         auto p = std::make_shared<FusedProgram>(*program);
         p->num_inputs += 1;  // a leading input the program never reads

@@ -192,17 +192,31 @@ class Fuser {
     if (output_ids_.erase(was.id()) && now.has_primitive()) output_ids_.insert(now.id());
   }
 
-  // The chain grown from its last op (tape index `root`) toward its operands. An operand joins
-  // when it is an instruction (or a view read through strides) of the chain's shape that nothing
-  // else reads; with `multi`, an instruction joins whatever else reads it (it becomes one more
-  // result of the fused primitive).
-  std::vector<int> grow(int root, bool multi) {
+  // Whether tape node `j` joining `in_chain` would put a pair the target keeps apart in one chain.
+  bool kept_apart(int j, const std::unordered_set<int>& in_chain) const {
+    if (!target_.separate) return false;
+    const mx::array& a = tape_[j];
+    if (auto it = uses_.find(a.id()); it != uses_.end())
+      for (const Use& u : it->second)
+        if (in_chain.count(u.consumer) && target_.separate(tape_[u.consumer], a)) return true;
+    for (const mx::array& in : a.inputs()) {
+      const int k = tape_index(in);
+      if (k >= 0 && in_chain.count(k) && target_.separate(a, in)) return true;
+    }
+    return false;
+  }
+
+  // The chain grown from its last op (tape index `root`) toward its operands, at most `cap`
+  // members. An operand joins when it is an instruction (or a view read through strides) of the
+  // chain's shape that nothing else reads; with `multi`, an instruction joins whatever else
+  // reads it (it becomes one more result of the fused primitive).
+  std::vector<int> grow(int root, bool multi, size_t cap) {
     const mx::Shape& shape = tape_[root].shape();
     std::vector<int> members{root};
     std::unordered_set<int> in_chain{root};
-    for (bool grew = true; grew && members.size() < target_.max_chain;) {
+    for (bool grew = true; grew && members.size() < cap;) {
       grew = false;
-      for (size_t m = 0; m < members.size() && members.size() < target_.max_chain; ++m) {
+      for (size_t m = 0; m < members.size() && members.size() < cap; ++m) {
         const bool adapter = !instruction_of(tape_[members[m]], target_);
         for (const mx::array& in : tape_[members[m]].inputs()) {
           const int j = tape_index(in);
@@ -213,7 +227,7 @@ class Fuser {
           const bool ok = instruction || (adapter ? is_adapter_into(in, shape, target_.device)
                                                   : in.shape() == shape &&
                                                         is_adapter_into(in, shape, target_.device));
-          if (!ok) continue;
+          if (!ok || kept_apart(j, in_chain)) continue;
           if (!(multi && instruction)) {
             const std::vector<Use>& u = uses_[in.id()];
             if (output_ids_.count(in.id()) ||
@@ -250,17 +264,46 @@ class Fuser {
     return false;
   }
 
+  // How many arrays a chain reads and writes: its inputs from outside and its results (members
+  // read outside it or results of the whole graph, and its last op).
+  size_t arrays_of(int root, const std::vector<int>& members,
+                   const std::unordered_set<int>& in_chain) const {
+    std::unordered_set<std::uintptr_t> inputs;
+    size_t results = 0;
+    for (int m : members) {
+      const mx::array& a = tape_[m];
+      for (const mx::array& in : a.inputs()) {
+        const int j = tape_index(in);
+        if (j < 0 || !in_chain.count(j)) inputs.insert(in.id());
+      }
+      if (!instruction_of(a, target_)) continue;
+      bool read_outside = m == root || output_ids_.count(a.id()) > 0;
+      if (auto it = uses_.find(a.id()); !read_outside && it != uses_.end())
+        read_outside = std::any_of(it->second.begin(), it->second.end(),
+                                   [&](const Use& x) { return !in_chain.count(x.consumer); });
+      results += read_outside;
+    }
+    return inputs.size() + results;
+  }
+
   // Fuses the chain ending at tape index `root` when it replaces two primitives or more.
   // Returns 1 when it did.
   int fuse_from(int root) {
     const mx::array last = tape_[root];
     const mx::Shape& shape = last.shape();
     if (last.size() == 0) return 0;
-    std::vector<int> members = grow(root, target_.multi_output);
-    std::unordered_set<int> in_chain(members.begin(), members.end());
-    if (target_.multi_output && closes_cycle(in_chain)) {
-      members = grow(root, false);
+    std::vector<int> members;
+    std::unordered_set<int> in_chain;
+    for (size_t cap = target_.max_chain;; cap = std::max<size_t>(1, members.size() / 2)) {
+      members = grow(root, target_.multi_output, cap);
       in_chain = std::unordered_set<int>(members.begin(), members.end());
+      if (target_.multi_output && closes_cycle(in_chain)) {
+        members = grow(root, false, cap);
+        in_chain = std::unordered_set<int>(members.begin(), members.end());
+      }
+      if (target_.max_arrays == 0 || members.size() < 2 ||
+          arrays_of(root, members, in_chain) <= target_.max_arrays)
+        break;
     }
     if (members.size() < 2) return 0;
     std::sort(members.begin(), members.end());  // tape order: operands first
@@ -290,6 +333,7 @@ class Fuser {
     // the whole graph), in tape order.
     std::vector<int> results;
     std::vector<mx::Dtype> dtypes;
+    std::vector<mx::array> instructions;
     for (int m : members) {
       const mx::array& a = tape_[m];
       std::optional<FusedOp> op = instruction_of(a, target_);
@@ -298,6 +342,7 @@ class Fuser {
         continue;
       }
       FusedInstr ins{*op, a.dtype(), operand_dtype(*op, a), {}};
+      instructions.push_back(a);
       for (const mx::array& in : a.inputs()) ins.args.push_back(reg.at(in.id()));
       reg[a.id()] = program->num_inputs + static_cast<int>(program->code.size());
       program->code.push_back(std::move(ins));
@@ -310,8 +355,9 @@ class Fuser {
       }
     }
 
+    if (instructions.size() < target_.min_instructions) return 0;
     std::optional<std::vector<mx::array>> made =
-        target_.make(last.primitive().stream(), program, inputs, shape, dtypes);
+        target_.make(last.primitive().stream(), program, inputs, shape, dtypes, instructions);
     if (!made || made->size() != results.size()) {  // left unfused, sub-chains included
       for (int m : members) done_[m] = true;
       return 0;

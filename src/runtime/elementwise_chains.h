@@ -1,7 +1,8 @@
 // Finding the elementwise chains of a traced MLX graph and replacing each by one fused array, for
 // a target that says which primitives it can fuse and builds what replaces a chain: CPU fusion
-// (cpu_fusion.h) is one. (A CUDA target built on mx::fast::cuda_kernel was measured and dropped:
-// bench/README.md, "Elementwise fusion on CUDA".)
+// (cpu_fusion.h) and GPU fusion through MLX's Compiled kernels (gpu_fusion.h). (A CUDA target
+// built on mx::fast::cuda_kernel was measured and dropped: bench/README.md, "Elementwise fusion
+// on CUDA".)
 //
 // A chain: elementwise primitives of one shape, each read only by the chain (or its last op),
 // plus the views feeding them that a fused kernel reads through strides instead (Broadcast,
@@ -26,11 +27,12 @@ struct FusionTarget {
   // Whether the target computes `op` over operands of `arg` giving `out` exactly as MLX does.
   std::function<bool(FusedOp op, mlx::core::Dtype arg, mlx::core::Dtype out)> supports;
   // The arrays computing `program` over `inputs`, one per program output (all of the chain's
-  // shape, of `dtypes`), or nullopt to leave the chain as it is.
+  // shape, of `dtypes`), or nullopt to leave the chain as it is. `members`: the arrays the
+  // program's instructions replace, in program order.
   std::function<std::optional<std::vector<mlx::core::array>>(
       const mlx::core::Stream& stream, std::shared_ptr<const FusedProgram> program,
       const std::vector<mlx::core::array>& inputs, const mlx::core::Shape& shape,
-      const std::vector<mlx::core::Dtype>& dtypes)>
+      const std::vector<mlx::core::Dtype>& dtypes, const std::vector<mlx::core::array>& members)>
       make;
   // Leave chains most of whose inputs are strided windows unfused (cpu_fusion.cc says why).
   bool skip_windows = false;
@@ -38,6 +40,15 @@ struct FusionTarget {
   // Whether a fused program may have several results: members read outside the chain join it
   // (as results) instead of ending it, unless that would close a cycle.
   bool multi_output = false;
+  // Whether the instruction `reader` and its operand `operand` must stay in different chains
+  // (a GPU compiler contracts a multiply feeding an add into one FMA: gpu_fusion.cc); unset:
+  // any may share one.
+  std::function<bool(const mlx::core::array& reader, const mlx::core::array& operand)> separate;
+  // Chains of fewer instructions (views read through strides not counted) stay as they are.
+  size_t min_instructions = 1;
+  // At most this many arrays, inputs plus results, per chain (a kernel's argument slots); a
+  // chain that needs more is cut from its last op in halves until it fits. 0: no bound.
+  size_t max_arrays = 0;
 };
 
 // Rewrites the graph behind `outputs` (a trace's outputs, not evaluated): each chain of `target`'s

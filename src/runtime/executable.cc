@@ -50,6 +50,7 @@
 #include "passes/value_calls.h"
 #include "runtime/cpu_fusion.h"
 #include "runtime/executable.h"
+#include "runtime/gpu_fusion.h"
 #include "runtime/graph_stats.h"
 #include "runtime/memory_governor.h"
 
@@ -138,6 +139,19 @@ GraphMode graph_mode(const DeviceWorker& worker) {
   return worker.info().is_metal ? GraphMode::kFused : GraphMode::kReplay;
 }
 
+// What rewrites a replayed graph's elementwise chains: our CPU fusion (JAXMLX_CPU_FUSION, on by
+// default), or on a GPU MLX's Compiled kernels without contracted multiply-adds
+// (JAXMLX_GPU_FUSION, off by default). kFused leaves fusion to MLX.
+using ChainFuser = int (*)(std::vector<mx::array>&);
+
+int fuse_on_gpu(std::vector<mx::array>& outputs) { return fuse_gpu_elementwise(outputs); }
+
+ChainFuser chain_fuser(GraphMode mode, bool gpu) {
+  if (mode != GraphMode::kReplay) return nullptr;
+  if (gpu) return gpu_fusion_enabled() ? &fuse_on_gpu : nullptr;
+  return cpu_fusion_enabled() ? &fuse_cpu_elementwise : nullptr;
+}
+
 // MLX reads its (process-wide) compile mode when a compiled function traces: its first call, or
 // a call whose input shapes it has not seen. In kReplay every call runs under no_fuse, and the
 // mode goes back to MLX's default afterwards (there is no getter: "enabled", as MLX starts
@@ -223,9 +237,9 @@ constexpr size_t kCallerRunBytes = size_t{8} << 20;
 class RegionCache final : public lower::RegionRunner {
  public:
   RegionCache(std::string program, const lower::ProgramInfo& info, const Values& constants,
-              GraphMode mode, bool fuse_cpu)
+              GraphMode mode, ChainFuser fuse)
       : program_(std::move(program)), info_(info), constants_(constants), mode_(mode),
-        fuse_cpu_(fuse_cpu) {}
+        fuse_(fuse) {}
 
   std::optional<StatusOr<Values>> run(lower::Interpreter& interp, const ir::Region& region,
                                       const Values& args) override;
@@ -247,7 +261,7 @@ class RegionCache final : public lower::RegionRunner {
   const lower::ProgramInfo& info_;
   const Values& constants_;
   const GraphMode mode_;
-  const bool fuse_cpu_;  // runtime/cpu_fusion.h on the traced graphs
+  const ChainFuser fuse_;  // on the traced graphs, when set
   std::unordered_map<const ir::Region*, Entry> entries_;
 };
 
@@ -318,7 +332,7 @@ CompiledFn RegionCache::make_fn(Entry& e, const ir::Func& f, const ir::Region& r
     std::vector<mx::array> computed;
     for (size_t i = 0; i < e.sources.size(); ++i)
       if (e.sources[i].kind == OutputSource::kComputed) computed.push_back((*out)[i]);
-    if (fuse_cpu_) fuse_cpu_elementwise(computed);
+    if (fuse_) fuse_(computed);
     return computed;
   });
 }
@@ -424,7 +438,8 @@ class ExecutableImpl final : public Executable,
   Values constants_;
   bool constants_ready_ = false;
   GraphMode mode_ = GraphMode::kEager;
-  bool fuse_cpu_ = false;  // chains of CPU primitives traced for replay become one (cpu_fusion.h)
+  // Chains of elementwise primitives traced for replay become one (cpu_fusion.h, gpu_fusion.h).
+  ChainFuser fuse_ = nullptr;
   bool use_compiled_ = false;
   std::shared_future<Status> deferred_check_;  // trial() left queued by check_on_worker
   std::optional<Status> trial_status_;          // set once trial() ran
@@ -485,7 +500,7 @@ Status ExecutableImpl::init() {
   if (memory_limit() != 0 && output_bytes > memory_limit())
     return larger_than_limit("compiling " + name_ + " (its outputs)", output_bytes);
   mode_ = graph_mode(*worker_);
-  fuse_cpu_ = mode_ == GraphMode::kReplay && !worker_->info().is_gpu && cpu_fusion_enabled();
+  fuse_ = chain_fuser(mode_, worker_->info().is_gpu);
   // Fused kernels are built (and may fail) when evaluated: the worker evaluates those runs
   // itself, to redo a failed one eagerly.
   async_completion_ = !worker_->info().is_gpu && !calls_host_ && mode_ != GraphMode::kFused;
@@ -494,7 +509,7 @@ Status ExecutableImpl::init() {
   caller_runs_ = (use_compiled_ || (info_.straight_line && num_computed_ == 0)) &&
                  async_completion_;
   if (mode_ != GraphMode::kEager && !info_.straight_line)
-    regions_ = std::make_shared<RegionCache>(name_, info_, constants_, mode_, fuse_cpu_);
+    regions_ = std::make_shared<RegionCache>(name_, info_, constants_, mode_, fuse_);
   return check_on_worker();
 }
 
@@ -736,7 +751,7 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
       std::vector<mx::array> computed;
       for (size_t i = 0; i < sources_.size(); ++i)
         if (sources_[i].kind == OutputSource::kComputed) computed.push_back((*out)[i]);
-      if (fuse_cpu_) fuse_cpu_elementwise(computed);
+      if (fuse_) fuse_(computed);
       return computed;
     });
   }

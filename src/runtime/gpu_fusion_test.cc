@@ -1,0 +1,172 @@
+// GPU fusion (gpu_fusion.h) run on MLX's CPU, which builds the same Compiled primitive with the
+// host compiler: each graph is evaluated as built and again after fuse_gpu_elementwise rewrote
+// a copy of it; the two must agree bit for bit, and the rewritten graph must hold the expected
+// Compiled nodes. The contraction this fusion avoids happens only in GPU compilers (x86-64's
+// baseline has no FMA): here the tests check which ops share a kernel.
+#include "runtime/gpu_fusion.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "mlx/compile.h"
+#include "mlx/mlx.h"
+#include "runtime/graph_stats.h"
+
+namespace mx = mlx::core;
+
+namespace jaxmlx::runtime {
+namespace {
+
+bool same_bits(const mx::array& a, const mx::array& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  mx::array x = mx::contiguous(a), y = mx::contiguous(b);
+  mx::eval(x, y);
+  return std::memcmp(x.data<char>(), y.data<char>(), x.nbytes()) == 0;
+}
+
+struct Case {
+  std::vector<mx::array> plain, fused;
+  std::map<std::string, int> census;  // of the fused graph; Compiled* counted as "Compiled"
+  int chains = 0;
+};
+
+Case run(const std::function<std::vector<mx::array>()>& build) {
+  Case c;
+  c.plain = build();
+  c.fused = build();
+  c.chains = fuse_gpu_elementwise(c.fused, mx::Device::cpu);
+  for (const auto& [name, n] : primitive_counts(c.fused))
+    c.census[name.rfind("Compiled", 0) == 0 ? "Compiled" : name] += n;
+  mx::eval(c.plain);
+  mx::eval(c.fused);
+  for (size_t i = 0; i < c.plain.size(); ++i)
+    EXPECT_TRUE(same_bits(c.plain[i], c.fused[i])) << "result " << i;
+  return c;
+}
+
+mx::array normal(const mx::Shape& s, int seed) {
+  mx::array a = mx::random::normal(s, mx::float32, 0.0, 3.0, mx::random::key(seed));
+  mx::eval(a);
+  return a;
+}
+
+class GpuFusion : public ::testing::Test {
+ protected:
+  void SetUp() override { mx::set_default_device(mx::Device::cpu); }
+};
+
+TEST_F(GpuFusion, AProductFeedingASumStaysApart) {
+  // a*b + c in one GPU kernel is one FMA (one rounding instead of two): never fused.
+  mx::array a = normal({4, 9}, 1), b = normal({4, 9}, 2), d = normal({4, 9}, 3);
+  Case c = run([&] { return std::vector<mx::array>{mx::add(mx::multiply(a, b), d)}; });
+  EXPECT_EQ(c.chains, 0);
+  EXPECT_EQ(c.census["Multiply"], 1);
+  EXPECT_EQ(c.census["Add"], 1);
+  // Nor through a negation, nor a square or an exp (whose device code may end in a multiply);
+  // the negation and the subtraction reading it from memory may share one.
+  Case n = run([&] {
+    return std::vector<mx::array>{mx::subtract(d, mx::negative(mx::multiply(a, b))),
+                                  mx::add(mx::square(a), d), mx::add(mx::exp(a), d)};
+  });
+  EXPECT_EQ(n.chains, 1);
+  for (const char* kept : {"Multiply", "Square", "Exp"}) EXPECT_EQ(n.census[kept], 1) << kept;
+  EXPECT_EQ(n.census["Add"], 2);
+}
+
+TEST_F(GpuFusion, SumsFeedingProductsShareAKernel) {
+  // (a + b) * c, then max(., 0) and a comparison: one kernel.
+  mx::array a = normal({5, 7}, 4), b = normal({5, 7}, 5), d = normal({5, 7}, 6);
+  Case c = run([&] {
+    mx::array h = mx::maximum(mx::multiply(mx::add(a, b), d), mx::array(0.0f));
+    return std::vector<mx::array>{mx::where(mx::greater(h, mx::array(1.0f)), h, a)};
+  });
+  EXPECT_EQ(c.chains, 1);
+  EXPECT_EQ(c.census["Compiled"], 1);
+  for (const char* gone : {"Add", "Multiply", "Maximum", "Greater", "Select", "Broadcast"})
+    EXPECT_EQ(c.census.count(gone), 0u) << gone;
+}
+
+TEST_F(GpuFusion, AdamUpdateKeepsItsProductsApart) {
+  mx::array p = normal({7, 33}, 7), g = normal({7, 33}, 8), m = normal({7, 33}, 9);
+  mx::array v = mx::abs(normal({7, 33}, 10));
+  mx::eval(v);
+  Case c = run([&] {
+    mx::array b1(0.9f), c1(0.1f), b2(0.999f), c2(0.001f), eps(1e-8f);
+    mx::array m2 = mx::add(mx::multiply(b1, m), mx::multiply(c1, g));
+    mx::array v2 = mx::add(mx::multiply(b2, v), mx::multiply(c2, mx::square(g)));
+    mx::array p2 = mx::subtract(p, mx::divide(m2, mx::add(mx::sqrt(v2), eps)));
+    return std::vector<mx::array>{p2, m2, v2};
+  });
+  // The sums and the division (m2, v2 and p2 as three results) are one kernel; the four
+  // products feed sums and stay out; c2 * square(g) is a product of a product: one more kernel.
+  EXPECT_EQ(c.census["Compiled"], 2);
+  EXPECT_EQ(c.census["Multiply"], 3);
+  for (const char* gone : {"Add", "Subtract", "Divide", "Sqrt", "Square"})
+    EXPECT_EQ(c.census.count(gone), 0u) << gone;
+}
+
+TEST_F(GpuFusion, IntegerAndBoolChainsFuseWhole) {
+  // jax.random's bits to floats: shifts, ors, compares, selects, conversions.
+  mx::array k({0x13198A2Eu, 7u, 0xFFFFFFFFu, 0u, 12345u, 99u}, {2, 3});
+  Case c = run([&] {
+    mx::array x = mx::bitwise_xor(mx::left_shift(k, mx::array(13u)), mx::right_shift(k, mx::array(19u)));
+    mx::array f = mx::astype(mx::right_shift(x, mx::array(9u)), mx::float32);
+    mx::array keep = mx::logical_and(mx::greater(f, mx::array(100.0f)), mx::not_equal(x, k));
+    return std::vector<mx::array>{mx::where(keep, f, mx::array(0.0f)), mx::astype(keep, mx::int32)};
+  });
+  // The conversion of `keep` (tape order: the last result) grows one kernel over everything
+  // before it; the select then reads its results with one op left: not worth a kernel.
+  EXPECT_EQ(c.census["Compiled"], 1);
+  EXPECT_EQ(c.census["Select"], 1);
+  for (const char* gone : {"LeftShift", "RightShift", "BitwiseXor", "AsType", "Greater"})
+    EXPECT_EQ(c.census.count(gone), 0u) << gone;
+}
+
+TEST_F(GpuFusion, ChainsOfManyInputsAreCutToTheKernelsArgumentSlots) {
+  // A sum of 40 inputs: 41 arrays in one chain, more than a kernel takes (24): cut in pieces,
+  // each within the bound, with the same bits.
+  std::vector<mx::array> xs;
+  for (int i = 0; i < 40; ++i) xs.push_back(normal({3, 4}, 100 + i));
+  Case c = run([&] {
+    mx::array s = xs[0];
+    for (int i = 1; i < 40; ++i) s = mx::add(s, xs[i]);
+    return std::vector<mx::array>{s};
+  });
+  EXPECT_GE(c.census["Compiled"], 2);
+  EXPECT_LE(c.census["Compiled"], 4);
+  EXPECT_EQ(c.census.count("Add"), 0u);
+}
+
+TEST_F(GpuFusion, TracedChainsThatDifferOnlyInWiringStayDistinct) {
+  // Under mx::compile, the traced graph is simplified after our rewrite: arrays of equivalent
+  // primitives over the same inputs (and not results of the function) are merged. MLX calls two
+  // Compiled primitives equivalent when their ops match, whatever each op reads: (x - y) * x and
+  // (x - y) * y became one, read twice by the concatenation.
+  mx::array x = normal({6}, 11), y = normal({6}, 12);
+  auto f = [](const std::vector<mx::array>& in) {
+    std::vector<mx::array> out{mx::concatenate({mx::multiply(mx::subtract(in[0], in[1]), in[0]),
+                                                mx::multiply(mx::subtract(in[0], in[1]), in[1])})};
+    EXPECT_EQ(fuse_gpu_elementwise(out, mx::Device::cpu), 2);
+    return out;
+  };
+  mx::set_compile_mode(mx::CompileMode::no_fuse);  // as graph replay traces
+  std::vector<mx::array> out = mx::compile(f)({x, y});
+  mx::set_compile_mode(mx::CompileMode::enabled);
+  EXPECT_TRUE(same_bits(out[0], mx::concatenate({mx::multiply(mx::subtract(x, y), x),
+                                                 mx::multiply(mx::subtract(x, y), y)})));
+}
+
+TEST_F(GpuFusion, OnlyTheGivenDevicesPrimitivesAreFused) {
+  mx::array a = normal({4}, 13), b = normal({4}, 14);
+  Case c = run([&] { return std::vector<mx::array>{mx::multiply(mx::add(a, b), b)}; });
+  EXPECT_EQ(c.chains, 1);
+  std::vector<mx::array> out{mx::multiply(mx::add(a, b), b)};
+  EXPECT_EQ(fuse_gpu_elementwise(out), 0);  // the default device is the GPU: nothing here
+}
+
+}  // namespace
+}  // namespace jaxmlx::runtime
