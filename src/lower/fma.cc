@@ -1,15 +1,90 @@
 // Fused multiply-add: the custom calls passes/contract_fma.cc emits, and exact_fma (fma.h).
 #include "lower/fma.h"
 
+#include <cmath>
 #include <utility>
 
 #include "lower/lowering.h"
 #include "lower/util.h"
+#include "mlx/allocator.h"
+#include "mlx/backend/cpu/encoder.h"
 #include "mlx/ops.h"
+#include "mlx/primitives.h"
 #include "passes/contract_fma.h"
 
+// Platform-specific: x86-64 Linux with GCC (ifunc resolution); other platforms (arm64 macOS,
+// where FMA is always there) build the loop once.
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
+#define JAXMLX_FMA_CLONES __attribute__((target_clones("fma", "default")))
+#else
+#define JAXMLX_FMA_CLONES
+#endif
+
 namespace jaxmlx::lower {
+
+// `out` never overlaps the operands (a fresh buffer, or a scratch slot no operand uses).
+JAXMLX_FMA_CLONES
+void fma_loop(const float* a, const float* b, const float* c, float* out, size_t n) {
+  const float* __restrict x = a;
+  const float* __restrict y = b;
+  const float* __restrict z = c;
+  float* __restrict o = out;
+  for (size_t k = 0; k < n; ++k) o[k] = std::fmaf(x[k], y[k], z[k]);
+}
+
 namespace {
+
+// round(a*b + c) on MLX's CPU: std::fmaf per element, over operands of the result's shape read
+// through their strides (a polynomial's coefficients are broadcast scalars). Named "Fma": the
+// CPU's elementwise fusion evaluates it inside chains by that name (runtime/elementwise_chains.cc).
+class CpuFma final : public mx::UnaryPrimitive {
+ public:
+  explicit CpuFma(mx::Stream stream) : mx::UnaryPrimitive(stream) {}
+
+  void eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) override {
+    out.set_data(mx::allocator::malloc(out.nbytes()));
+    if (out.size() == 0) return;
+    auto& encoder = mx::cpu::get_command_encoder(stream());
+    std::vector<mx::array> ins;
+    for (const mx::array& in : inputs) {
+      encoder.set_input_array(in);
+      ins.push_back(mx::array::unsafe_weak_copy(in));
+    }
+    encoder.set_output_array(out);
+    encoder.dispatch([ins = std::move(ins), out = mx::array::unsafe_weak_copy(out)]() mutable {
+      compute(ins, out);
+    });
+  }
+  void eval_gpu(const std::vector<mx::array>&, mx::array&) override {
+    throw std::runtime_error("[Fma] runs on MLX's CPU only");
+  }
+  const char* name() const override { return "Fma"; }
+  bool is_equivalent(const mx::Primitive&) const override { return true; }
+
+ private:
+  static void compute(const std::vector<mx::array>& in, mx::array& out) {
+    const float* x[3];
+    for (int i = 0; i < 3; ++i) x[i] = in[i].data<float>();
+    float* o = out.data<float>();
+    const size_t n = out.size();
+    bool dense = true;
+    for (const mx::array& a : in) dense &= a.flags().row_contiguous && a.data_size() == n;
+    if (dense) return fma_loop(x[0], x[1], x[2], o, n);
+    // Row-major walk of the result with each operand's offset kept by its strides.
+    const mx::Shape& shape = out.shape();
+    const int nd = static_cast<int>(shape.size());
+    std::vector<int64_t> idx(nd, 0), off(3, 0);
+    for (size_t k = 0; k < n; ++k) {
+      o[k] = std::fmaf(x[0][off[0]], x[1][off[1]], x[2][off[2]]);
+      for (int d = nd - 1; d >= 0; --d) {
+        for (int i = 0; i < 3; ++i) off[i] += in[i].strides()[d];
+        if (++idx[d] < shape[d]) break;
+        for (int i = 0; i < 3; ++i) off[i] -= in[i].strides()[d] * shape[d];
+        idx[d] = 0;
+      }
+    }
+  }
+};
 
 using Pair = std::pair<mx::array, mx::array>;
 
@@ -73,6 +148,13 @@ StatusOr<Values> lower_fma_call(LowerContext& ctx, const ir::Op& op, const Value
 }  // namespace
 
 mx::array exact_fma(const mx::array& a, const mx::array& b, const mx::array& c) {
+  const mx::Device device = mx::default_device();
+  if (device.type != mx::Device::cpu) return emulated_fma(a, b, c);
+  return mx::array(a.shape(), mx::float32, std::make_shared<CpuFma>(mx::default_stream(device)),
+                   {a, b, c});
+}
+
+mx::array emulated_fma(const mx::array& a, const mx::array& b, const mx::array& c) {
   auto [p, e] = two_product(a, b);
   auto [t, t_err] = two_sum(c, p);
   mx::array v = add_round_to_odd(t_err, e);

@@ -1,5 +1,8 @@
-// An exactly rounded f32 fused multiply-add built from ordinary MLX ops (no f64: Metal has none).
+// An exactly rounded f32 fused multiply-add: one primitive on MLX's CPU, built from ordinary MLX
+// ops on GPUs (no f64: Metal has none).
 #pragma once
+
+#include <cstddef>
 
 #include "mlx/array.h"
 
@@ -19,6 +22,21 @@ namespace mx = mlx::core;
 // so a backend contracting them into FMAs cannot change the result), Knuth's TwoSum
 // c + p = t + t', and Boldo-Melquiond's emulation fma = RN(t + RO(t' + e)), where RO rounds to
 // odd (computed by TwoSum and a one-ulp nudge of the integer encoding).
+//
+// On MLX's CPU the result is one "Fma" primitive computing std::fmaf, which is correctly rounded
+// by definition (hardware FMA, or glibc's exact software fmaf) and so exact everywhere; the CPU's
+// elementwise fusion (runtime/fused_elementwise.h) evaluates it inside chains. On a GPU it is
+// emulated_fma below (~45 MLX ops; MLX has no FMA op).
 mx::array exact_fma(const mx::array& a, const mx::array& b, const mx::array& c);
+
+// out[k] = std::fmaf(a[k], b[k], c[k]) for k < n: what the Fma primitive and the CPU's fused
+// chains compute. On x86-64 Linux the loop is built twice (GCC's target_clones), with and
+// without the FMA instructions, and the loader picks the one the CPU runs: there fmaf is one
+// vector instruction, elsewhere a libm call; both are exactly rounded, so the bits agree.
+void fma_loop(const float* a, const float* b, const float* c, float* out, size_t n);
+
+// The emulation described above, on any device (exact_fma on GPUs; tests compare it with
+// std::fmaf on the CPU).
+mx::array emulated_fma(const mx::array& a, const mx::array& b, const mx::array& c);
 
 }  // namespace jaxmlx::lower

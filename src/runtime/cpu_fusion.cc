@@ -27,23 +27,19 @@ bool multi_output_enabled() {
 }  // namespace
 
 int fuse_cpu_elementwise(std::vector<mx::array>& outputs) {
-  static const FusionTarget single{
-      mx::Device::cpu,
-      [](FusedOp op, mx::Dtype arg, mx::Dtype out) {
-        return FusedProgram::supports(op, arg, out);
-      },
-      [](const mx::Stream& stream, std::shared_ptr<const FusedProgram> program,
-         const std::vector<mx::array>& inputs, const mx::Shape& shape,
-         const std::vector<mx::Dtype>& dtypes,
-         const std::vector<mx::array>&) -> std::optional<std::vector<mx::array>> {
-        return mx::array::make_arrays(std::vector<mx::Shape>(dtypes.size(), shape), dtypes,
-                                      std::make_shared<FusedElementwise>(stream, std::move(program)),
-                                      inputs);
-      },
-      /*skip_windows=*/true,
-      /*max_chain=*/1024,
+  FusionTarget target;
+  target.device = mx::Device::cpu;
+  target.supports = &FusedProgram::supports;
+  target.make = [](const mx::Stream& stream, std::shared_ptr<const FusedProgram> program,
+                   const std::vector<mx::array>& inputs, const mx::Shape& shape,
+                   const std::vector<mx::Dtype>& dtypes,
+                   const std::vector<mx::array>&) -> std::optional<std::vector<mx::array>> {
+    return mx::array::make_arrays(std::vector<mx::Shape>(dtypes.size(), shape), dtypes,
+                                  std::make_shared<FusedElementwise>(stream, std::move(program)),
+                                  inputs);
   };
-  FusionTarget target = single;
+  target.skip_windows = true;
+  target.max_chain = 1024;
   target.multi_output = multi_output_enabled();
   return fuse_elementwise_chains(outputs, target);
 }

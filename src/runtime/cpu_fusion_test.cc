@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "lower/fma.h"
 #include "mlx/mlx.h"
 #include "mlx/primitives.h"
 #include "runtime/elementwise_chains.h"
@@ -329,9 +330,10 @@ TEST_F(CpuFusion, ChainsThatFeedFusedChainsAreRewiredWhereTheFusedArrayReadsThem
   // view. A chain fused after one of its readers (adam: the update p2 is fused before m2 and v2,
   // which it reads) must be rewired at the slot the made arrays read it from, not at its index
   // among the chain's inputs (a crash or wrong values before).
-  FusionTarget shifted{
-      mx::Device::cpu,
-      [](FusedOp op, mx::Dtype arg, mx::Dtype out) { return FusedProgram::supports(op, arg, out); },
+  FusionTarget shifted;
+  shifted.supports = &FusedProgram::supports;
+  shifted.max_chain = 64;
+  shifted.make =
       [](const mx::Stream& stream, std::shared_ptr<const FusedProgram> program,
          const std::vector<mx::array>& inputs, const mx::Shape& shape,
          const std::vector<mx::Dtype>& dtypes,
@@ -349,8 +351,7 @@ TEST_F(CpuFusion, ChainsThatFeedFusedChainsAreRewiredWhereTheFusedArrayReadsThem
         mx::array out(shape, dtype, std::make_shared<FusedElementwise>(stream, p), ins);
         return std::vector<mx::array>{
             dtype == mx::float32 ? mx::view(mx::view(out, mx::uint32), mx::float32) : out};
-      },
-      false, 64};
+      };
   mx::array p = mx::random::normal({6, 5}, mx::random::key(40));
   mx::array g = mx::random::normal({6, 5}, mx::random::key(41));
   mx::array m = mx::random::normal({6, 5}, mx::random::key(42));
@@ -381,6 +382,23 @@ TEST_F(CpuFusion, AnIntermediateReadElsewhereStaysAResult) {
   EXPECT_TRUE(same_bits(c.plain[0], c.fused[0]));
   EXPECT_EQ(c.fused_census["FusedElementwise"], 2);
   EXPECT_EQ(c.fused_census["Sum"], 1);
+}
+
+TEST_F(CpuFusion, ExactFmasJoinChains) {
+  // A polynomial in Horner form with exact FMAs (lower/fma.h: the Fma primitive on the CPU), as
+  // XLA:CPU's log and jax.random's erf_inv compute: one primitive, the same bits as std::fmaf.
+  mx::array x = uniform({5, 67}, 30);
+  auto build = [&] {
+    mx::array p = mx::broadcast_to(mx::array(0.0123f), x.shape());
+    for (float c : {-0.25f, 0.3333333f, -0.5f, 1.0f})
+      p = lower::exact_fma(p, x, mx::broadcast_to(mx::array(c), x.shape()));
+    return std::vector<mx::array>{mx::multiply(p, x)};
+  };
+  Case c = run(build);
+  EXPECT_TRUE(same_bits(c.plain[0], c.fused[0]));
+  EXPECT_EQ(c.fused_census["FusedElementwise"], 1);
+  EXPECT_EQ(c.fused_census.count("Fma"), 0u);
+  EXPECT_EQ(primitive_counts(build())["Fma"], 4);
 }
 
 TEST_F(CpuFusion, LoneOpsAndOtherDtypesAreLeftAlone) {

@@ -39,7 +39,7 @@ std::optional<FusedOp> instruction_of(const mx::array& a, const FusionTarget& t)
   if (a.primitive().stream().device != t.device) return std::nullopt;
   std::optional<FusedOp> op = fused_op_of(a.primitive().name());
   if (!op) return std::nullopt;
-  const size_t arity = *op == FusedOp::kSelect ? 3 : a.inputs().size();
+  const size_t arity = *op == FusedOp::kSelect || *op == FusedOp::kFma ? 3 : a.inputs().size();
   if (a.inputs().size() != arity || arity > 3) return std::nullopt;
   const mx::Dtype arg = operand_dtype(*op, a);
   for (size_t i = 0; i < a.inputs().size(); ++i) {

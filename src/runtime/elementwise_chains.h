@@ -23,7 +23,7 @@
 namespace jaxmlx::runtime {
 
 struct FusionTarget {
-  mlx::core::Device::DeviceType device;
+  mlx::core::Device::DeviceType device = mlx::core::Device::cpu;
   // Whether the target computes `op` over operands of `arg` giving `out` exactly as MLX does.
   std::function<bool(FusedOp op, mlx::core::Dtype arg, mlx::core::Dtype out)> supports;
   // The arrays computing `program` over `inputs`, one per program output (all of the chain's

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "lower/fma.h"
 #include "mlx/allocator.h"
 #include "mlx/backend/cpu/binary_ops.h"
 #include "mlx/backend/cpu/encoder.h"
@@ -47,6 +48,12 @@ struct Unary {
     for (int k = 0; k < n; ++k) o[k] = op(x[k]);
   }
 };
+
+// a*b + c rounded once, as the Fma primitive (lower/fma.h) computes it.
+void fma(const void* const* a, void* d, int n) {
+  lower::fma_loop(static_cast<const float*>(a[0]), static_cast<const float*>(a[1]),
+                  static_cast<const float*>(a[2]), static_cast<float*>(d), static_cast<size_t>(n));
+}
 
 // Picks bit patterns (as MLX's Select: no arithmetic on the values), over same-size unsigned
 // integers so that the loop vectorizes for floats too.
@@ -247,6 +254,7 @@ Kernel kernel_for(const FusedInstr& ins) {
     case FusedOp::kGreater: return numbers<Compare, d::Greater>(k);
     case FusedOp::kGreaterEqual: return numbers<Compare, d::GreaterEqual>(k);
     case FusedOp::kSelect: return selection(kind_of(ins.dtype));
+    case FusedOp::kFma: return k == Kind::kF32 ? &fma : nullptr;
     case FusedOp::kAsType: return conversion(k, kind_of(ins.dtype));
   }
   return nullptr;
@@ -466,6 +474,7 @@ const char* fused_op_name(FusedOp op) {
     case FusedOp::kGreater: return "Greater";
     case FusedOp::kGreaterEqual: return "GreaterEqual";
     case FusedOp::kSelect: return "Select";
+    case FusedOp::kFma: return "Fma";
     case FusedOp::kAsType: return "AsType";
   }
   return "?";
@@ -502,6 +511,7 @@ bool FusedProgram::supports(FusedOp op, mx::Dtype arg, mx::Dtype out) {
     case FusedOp::kLessEqual: case FusedOp::kGreater: case FusedOp::kGreaterEqual:
       return number && o == Kind::kBool;
     case FusedOp::kSelect: return a == o;
+    case FusedOp::kFma: return a == Kind::kF32 && o == Kind::kF32;
     case FusedOp::kAsType: return true;
   }
   return false;

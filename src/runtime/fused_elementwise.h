@@ -6,7 +6,7 @@
 // have; register num_inputs + i is instruction i's result, and the program's outputs (or the
 // last instruction) are the primitive's results, all of one shape. Each instruction applies
 // MLX's own scalar functor (mlx/backend/cpu/binary_ops.h, unary_ops.h; shifts, bool ops and
-// selects as equivalent byte and bit arithmetic that vectorizes) in the dtype the replaced
+// selects as equivalent byte and bit arithmetic that vectorizes; our Fma primitive's std::fmaf) in the dtype the replaced
 // primitive computed in, so results are bit for bit those of the primitives it replaces: on
 // x86-64 MLX's CPU kernels run the same functors one element at a time (simd width 1); where
 // MLX's kernels are vectorized (Accelerate, NEON), only ops that round exactly (arithmetic,
@@ -34,6 +34,8 @@ enum class FusedOp : uint8_t {
   kEqual, kNotEqual, kLess, kLessEqual, kGreater, kGreaterEqual,
   // bool condition, two operands of the result dtype
   kSelect,
+  // f32 a*b + c rounded once (the "Fma" primitive of lower/fma.cc: std::fmaf)
+  kFma,
   // operand bits reinterpreted as the result dtype of the same size (MLX's View)
   kView,
   // operand dtype in, result dtype out

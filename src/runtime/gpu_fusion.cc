@@ -45,7 +45,7 @@ bool supports(FusedOp op, mx::Dtype arg, mx::Dtype out) {
   if (!is_kind(arg) || !is_kind(out)) return false;
   const bool number = arg != mx::bool_;
   switch (op) {
-    case FusedOp::kView: return false;
+    case FusedOp::kView: case FusedOp::kFma: return false;  // no MLX kernel op (Fma: the CPU's)
     case FusedOp::kDivide: case FusedOp::kSqrt: case FusedOp::kRsqrt: case FusedOp::kExp:
     case FusedOp::kLog: case FusedOp::kTanh: case FusedOp::kSigmoid:
       return arg == mx::float32 && out == mx::float32;
@@ -126,7 +126,10 @@ std::optional<std::vector<mx::array>> make(const mx::Stream& stream,
 }  // namespace
 
 int fuse_gpu_elementwise(std::vector<mx::array>& outputs, mx::Device::DeviceType device) {
-  FusionTarget target{device, supports, make};
+  FusionTarget target;
+  target.device = device;
+  target.supports = supports;
+  target.make = make;
   target.multi_output = true;
   // MLX's own fusion stops at 24 inputs; its kernels take one pointer (and strides) per array.
   target.max_arrays = 24;
