@@ -22,14 +22,11 @@
 
 namespace jaxmlx::lower {
 
-// `out` never overlaps the operands (a fresh buffer, or a scratch slot no operand uses).
+// `out` is a fresh buffer, a scratch slot no operand uses, or exactly one operand's memory
+// (donated): each element is read before it is written either way.
 JAXMLX_FMA_CLONES
 void fma_loop(const float* a, const float* b, const float* c, float* out, size_t n) {
-  const float* __restrict x = a;
-  const float* __restrict y = b;
-  const float* __restrict z = c;
-  float* __restrict o = out;
-  for (size_t k = 0; k < n; ++k) o[k] = std::fmaf(x[k], y[k], z[k]);
+  for (size_t k = 0; k < n; ++k) out[k] = std::fmaf(a[k], b[k], c[k]);
 }
 
 namespace {
@@ -42,7 +39,16 @@ class CpuFma final : public mx::UnaryPrimitive {
   explicit CpuFma(mx::Stream stream) : mx::UnaryPrimitive(stream) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) override {
-    out.set_data(mx::allocator::malloc(out.nbytes()));
+    // An operand MLX would let go of lends its memory to the result, as MLX's own elementwise
+    // kernels do (each element is read before it is written).
+    bool donated = false;
+    for (const mx::array& in : inputs)
+      if (!donated && in.flags().row_contiguous && in.data_size() == out.size() &&
+          in.is_donatable()) {
+        out.copy_shared_buffer(in);
+        donated = true;
+      }
+    if (!donated) out.set_data(mx::allocator::malloc(out.nbytes()));
     if (out.size() == 0) return;
     auto& encoder = mx::cpu::get_command_encoder(stream());
     std::vector<mx::array> ins;
