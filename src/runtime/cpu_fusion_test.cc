@@ -18,6 +18,7 @@
 #include "mlx/primitives.h"
 #include "runtime/elementwise_chains.h"
 #include "runtime/fused_elementwise.h"
+#include "runtime/fusion_test_util.h"
 #include "runtime/graph_stats.h"
 
 namespace mx = mlx::core;
@@ -25,12 +26,8 @@ namespace mx = mlx::core;
 namespace jaxmlx::runtime {
 namespace {
 
-bool same_bits(const mx::array& a, const mx::array& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  mx::array x = mx::contiguous(a), y = mx::contiguous(b);
-  mx::eval(x, y);
-  return std::memcmp(x.data<char>(), y.data<char>(), x.nbytes()) == 0;
-}
+using testing::normal;
+using testing::same_bits;
 
 // Builds the graph twice from the same (evaluated) leaves: once as is, once fused.
 struct Case {
@@ -50,20 +47,11 @@ Case run(const std::function<std::vector<mx::array>()>& build) {
   return c;
 }
 
-mx::array uniform(const mx::Shape& s, int seed) {
-  mx::array a = mx::random::normal(s, mx::float32, 0.0, 3.0, mx::random::key(seed));
-  mx::eval(a);
-  return a;
-}
-
-class CpuFusion : public ::testing::Test {
- protected:
-  void SetUp() override { mx::set_default_device(mx::Device::cpu); }
-};
+using CpuFusion = testing::OnCpu;
 
 TEST_F(CpuFusion, AdamUpdateBecomesOneKernel) {
-  mx::array p = uniform({7, 33}, 1), g = uniform({7, 33}, 2), m = uniform({7, 33}, 3);
-  mx::array v = mx::abs(uniform({7, 33}, 4));
+  mx::array p = normal({7, 33}, 1), g = normal({7, 33}, 2), m = normal({7, 33}, 3);
+  mx::array v = mx::abs(normal({7, 33}, 4));
   mx::eval(v);
   auto build = [&] {
     // Scalars as jax's optax passes them (bias corrections are computed once, apart).
@@ -112,7 +100,7 @@ TEST_F(CpuFusion, ThreefryRoundsBecomeOneKernelWithBothWords) {
 TEST_F(CpuFusion, AResultReadByALaterResultComputesFirst) {
   // Graph results {x0, x1} with x1 reading x0: x0 joins x1's chain as a result and must be
   // computed before x1 reads it (the tape once put x1 first when both were listed).
-  mx::array a = uniform({3, 5}, 20), b = uniform({3, 5}, 21), d = uniform({3, 5}, 22);
+  mx::array a = normal({3, 5}, 20), b = normal({3, 5}, 21), d = normal({3, 5}, 22);
   auto build = [&] {
     mx::array x0 = mx::add(a, b);
     mx::array x1 = mx::add(mx::multiply(x0, d), mx::array(1.0f));
@@ -127,7 +115,7 @@ TEST_F(CpuFusion, AResultReadByALaterResultComputesFirst) {
 TEST_F(CpuFusion, ViewsOfSmallConstantsAreFolded) {
   // Exact f32 constants written as int bits viewed as f32 (lower/xla_cpu_log.cc): the view is
   // read as a constant, not run on every replay; a view of a computed array is fused.
-  mx::array x = uniform({4, 6}, 30);
+  mx::array x = normal({4, 6}, 30);
   auto build = [&] {
     mx::array third = mx::view(mx::array(static_cast<int32_t>(0x3EAAAAABu), mx::int32), mx::float32);
     mx::array nan = mx::view(mx::array(static_cast<int32_t>(0x7FC00123u), mx::int32), mx::float32);
@@ -146,7 +134,7 @@ TEST_F(CpuFusion, LongChainsKeepAFewScratchSlots) {
   // 600 instructions in one chain (over the old 256 cap; the chain's 300 broadcast scalars count
   // toward the 1024 members too), each value read once or twice: the
   // plan reuses scratch slots as values die; the result is the unfused one, bit for bit.
-  mx::array x = uniform({3, 300}, 31), y = uniform({3, 300}, 32);
+  mx::array x = normal({3, 300}, 31), y = normal({3, 300}, 32);
   auto build = [&] {
     mx::array a = x, b = y;
     for (int i = 0; i < 150; ++i) {
@@ -162,8 +150,8 @@ TEST_F(CpuFusion, LongChainsKeepAFewScratchSlots) {
 }
 
 TEST_F(CpuFusion, BroadcastAndTransposedOperandsAreReadThroughStrides) {
-  mx::array x = uniform({5, 6}, 5), row = uniform({6}, 6), col = uniform({5, 1}, 7);
-  mx::array t = uniform({6, 5}, 8);
+  mx::array x = normal({5, 6}, 5), row = normal({6}, 6), col = normal({5, 1}, 7);
+  mx::array t = normal({6, 5}, 8);
   auto build = [&] {
     mx::array y = mx::multiply(mx::add(x, row), mx::subtract(col, mx::transpose(t)));
     return std::vector<mx::array>{mx::tanh(mx::exp(mx::negative(mx::abs(y))))};
@@ -177,7 +165,7 @@ TEST_F(CpuFusion, BroadcastAndTransposedOperandsAreReadThroughStrides) {
 TEST_F(CpuFusion, SizeOneDimsOfStridedOperandsAreSteppedOver) {
   // Windows of a padded input (strided views, as a depthwise convolution's shifted inputs) times
   // per-feature taps, in an output with size-1 dims in the middle and last: same bits as unfused.
-  mx::array xp = uniform({2, 9, 10, 6}, 18), taps = uniform({3, 6, 1}, 19);
+  mx::array xp = normal({2, 9, 10, 6}, 18), taps = normal({3, 6, 1}, 19);
   auto build = [&] {
     std::optional<mx::array> sum;
     for (int k = 0; k < 3; ++k) {
@@ -195,7 +183,7 @@ TEST_F(CpuFusion, SizeOneDimsOfStridedOperandsAreSteppedOver) {
 TEST_F(CpuFusion, ChainsOfMostlyWindowsStayUnfused) {
   // A depthwise convolution's sum: each shifted window is gathered chunk by chunk when fused,
   // slower than MLX's separate kernels (cpu_fusion.cc, mostly_windows). Three windows fuse.
-  mx::array xp = uniform({2, 9, 10, 6}, 20), taps = uniform({5, 6}, 21);
+  mx::array xp = normal({2, 9, 10, 6}, 20), taps = normal({5, 6}, 21);
   auto build_sum = [&](int n) {
     return [&, n] {
       std::optional<mx::array> sum;
@@ -218,8 +206,8 @@ TEST_F(CpuFusion, ChainsOfMostlyWindowsStayUnfused) {
 }
 
 TEST_F(CpuFusion, ReshapesOfLeadingOnesAreReadThroughToo) {
-  mx::array x = uniform({2, 3, 8}, 13), b = uniform({8}, 14), c = uniform({1, 1, 8}, 15);
-  mx::array m = uniform({4, 8}, 16), y = uniform({4, 5, 8}, 17);
+  mx::array x = normal({2, 3, 8}, 13), b = normal({8}, 14), c = normal({1, 1, 8}, 15);
+  mx::array m = normal({4, 8}, 16), y = normal({4, 5, 8}, 17);
   auto build = [&] {
     // jax's bias: [8] -> [1, 1, 8] -> [2, 3, 8]; and [1, 1, 8] -> [8] under a chain of [8].
     mx::array biased = mx::multiply(mx::add(x, mx::broadcast_to(mx::reshape(b, {1, 1, 8}), {2, 3, 8})),
@@ -372,7 +360,7 @@ TEST_F(CpuFusion, ChainsThatFeedFusedChainsAreRewiredWhereTheFusedArrayReadsThem
 }
 
 TEST_F(CpuFusion, AnIntermediateReadElsewhereStaysAResult) {
-  mx::array x = uniform({4, 8}, 9);
+  mx::array x = normal({4, 8}, 9);
   auto build = [&] {
     mx::array h = mx::multiply(mx::add(x, mx::array(1.0f)), x);  // read by the sum too
     mx::array s = mx::sum(h, 1, /*keepdims=*/true);
@@ -387,7 +375,7 @@ TEST_F(CpuFusion, AnIntermediateReadElsewhereStaysAResult) {
 TEST_F(CpuFusion, ExactFmasJoinChains) {
   // A polynomial in Horner form with exact FMAs (lower/fma.h: the Fma primitive on the CPU), as
   // XLA:CPU's log and jax.random's erf_inv compute: one primitive, the same bits as std::fmaf.
-  mx::array x = uniform({5, 67}, 30);
+  mx::array x = normal({5, 67}, 30);
   auto build = [&] {
     mx::array p = mx::broadcast_to(mx::array(0.0123f), x.shape());
     for (float c : {-0.25f, 0.3333333f, -0.5f, 1.0f})
@@ -402,7 +390,7 @@ TEST_F(CpuFusion, ExactFmasJoinChains) {
 }
 
 TEST_F(CpuFusion, LoneOpsAndOtherDtypesAreLeftAlone) {
-  mx::array x = uniform({3, 4}, 10), h = mx::astype(uniform({3, 4}, 11), mx::float16);
+  mx::array x = normal({3, 4}, 10), h = mx::astype(normal({3, 4}, 11), mx::float16);
   mx::eval(h);
   auto build = [&] {
     return std::vector<mx::array>{mx::add(x, x), mx::multiply(mx::add(h, h), h)};
@@ -414,7 +402,7 @@ TEST_F(CpuFusion, LoneOpsAndOtherDtypesAreLeftAlone) {
 }
 
 TEST_F(CpuFusion, LargeAndEmptyArrays) {
-  mx::array big = uniform({3, 1000}, 12);  // several chunks, a partial last one
+  mx::array big = normal({3, 1000}, 12);  // several chunks, a partial last one
   mx::array empty = mx::zeros({0, 5}, mx::float32);
   mx::eval(empty);
   auto build = [&] {

@@ -14,6 +14,7 @@
 
 #include "mlx/compile.h"
 #include "mlx/mlx.h"
+#include "runtime/fusion_test_util.h"
 #include "runtime/graph_stats.h"
 
 namespace mx = mlx::core;
@@ -21,12 +22,8 @@ namespace mx = mlx::core;
 namespace jaxmlx::runtime {
 namespace {
 
-bool same_bits(const mx::array& a, const mx::array& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  mx::array x = mx::contiguous(a), y = mx::contiguous(b);
-  mx::eval(x, y);
-  return std::memcmp(x.data<char>(), y.data<char>(), x.nbytes()) == 0;
-}
+using testing::normal;
+using testing::same_bits;
 
 struct Case {
   std::vector<mx::array> plain, fused;
@@ -48,16 +45,7 @@ Case run(const std::function<std::vector<mx::array>()>& build) {
   return c;
 }
 
-mx::array normal(const mx::Shape& s, int seed) {
-  mx::array a = mx::random::normal(s, mx::float32, 0.0, 3.0, mx::random::key(seed));
-  mx::eval(a);
-  return a;
-}
-
-class GpuFusion : public ::testing::Test {
- protected:
-  void SetUp() override { mx::set_default_device(mx::Device::cpu); }
-};
+using GpuFusion = testing::OnCpu;
 
 TEST_F(GpuFusion, AProductFeedingASumStaysApart) {
   // a*b + c in one GPU kernel is one FMA (one rounding instead of two): never fused.

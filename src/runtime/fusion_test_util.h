@@ -1,0 +1,36 @@
+// Helpers shared by the fusion tests (cpu_fusion_test.cc, gpu_fusion_test.cc): both evaluate a
+// graph as built and again after a rewrite, on MLX's CPU, and compare bits.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "mlx/mlx.h"
+
+namespace jaxmlx::runtime::testing {
+
+namespace mx = mlx::core;
+
+// Same dtype, shape and bytes (NaN payloads and signed zeros included).
+inline bool same_bits(const mx::array& a, const mx::array& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  mx::array x = mx::contiguous(a), y = mx::contiguous(b);
+  mx::eval(x, y);
+  return std::memcmp(x.data<char>(), y.data<char>(), x.nbytes()) == 0;
+}
+
+// An evaluated f32 array of normal values (standard deviation 3) from `seed`.
+inline mx::array normal(const mx::Shape& s, int seed) {
+  mx::array a = mx::random::normal(s, mx::float32, 0.0, 3.0, mx::random::key(seed));
+  mx::eval(a);
+  return a;
+}
+
+// Tests that build graphs on MLX's CPU.
+class OnCpu : public ::testing::Test {
+ protected:
+  void SetUp() override { mx::set_default_device(mx::Device::cpu); }
+};
+
+}  // namespace jaxmlx::runtime::testing
