@@ -82,11 +82,13 @@ bool sums(const mx::array& a) {
 // square root (single instructions the compiler does not contract), a comparison or a choice.
 // Anything else (a product, a square, exp, tanh, log... whose device code may end in one) is
 // read by a sum through memory.
+// Views (a broadcast scalar, a reshaped bias) are read from memory: their inputs stay outside.
 bool ends_without_product(const mx::array& a) {
   if (a.dtype() != mx::float32) return true;
   const std::string_view n = a.primitive().name();
   return n == "Add" || n == "Subtract" || n == "Negative" || n == "Divide" || n == "Sqrt" ||
-         n == "Maximum" || n == "Minimum" || n == "Abs" || n == "Select" || n == "AsType";
+         n == "Maximum" || n == "Minimum" || n == "Abs" || n == "Select" || n == "AsType" ||
+         n == "Broadcast" || n == "Full" || n == "Reshape" || n == "Squeeze" || n == "ExpandDims";
 }
 
 bool separate(const mx::array& reader, const mx::array& operand) {

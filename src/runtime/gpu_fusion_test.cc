@@ -93,6 +93,9 @@ TEST_F(GpuFusion, AdamUpdateKeepsItsProductsApart) {
   // products feed sums and stay out; c2 * square(g) is a product of a product: one more kernel.
   EXPECT_EQ(c.census["Compiled"], 2);
   EXPECT_EQ(c.census["Multiply"], 3);
+  // Broadcast scalars are read through strides by the kernels (eps by the sums'); the three
+  // lone products keep theirs (one op is not worth a kernel build).
+  EXPECT_EQ(c.census["Broadcast"], 3);
   for (const char* gone : {"Add", "Subtract", "Divide", "Sqrt", "Square"})
     EXPECT_EQ(c.census.count(gone), 0u) << gone;
 }
