@@ -155,7 +155,11 @@ StatusOr<Values> lower_fma_call(LowerContext& ctx, const ir::Op& op, const Value
 
 mx::array exact_fma(const mx::array& a, const mx::array& b, const mx::array& c) {
   const mx::Device device = mx::default_device();
-  if (device.type != mx::Device::cpu) return emulated_fma(a, b, c);
+  // The primitive reads f32 operands of the result's shape; anything else (never built by our
+  // rules) takes the emulation, which MLX's ops broadcast.
+  const bool plain = a.dtype() == mx::float32 && b.dtype() == mx::float32 &&
+                     c.dtype() == mx::float32 && b.shape() == a.shape() && c.shape() == a.shape();
+  if (device.type != mx::Device::cpu || !plain) return emulated_fma(a, b, c);
   return mx::array(a.shape(), mx::float32, std::make_shared<CpuFma>(mx::default_stream(device)),
                    {a, b, c});
 }
