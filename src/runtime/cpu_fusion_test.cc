@@ -29,22 +29,10 @@ namespace {
 using testing::normal;
 using testing::same_bits;
 
-// Builds the graph twice from the same (evaluated) leaves: once as is, once fused.
-struct Case {
-  std::vector<mx::array> plain, fused;
-  std::map<std::string, int> fused_census;
-  int chains = 0;
-};
+using Case = testing::FusionCase;
 
 Case run(const std::function<std::vector<mx::array>()>& build) {
-  Case c;
-  c.plain = build();
-  c.fused = build();
-  c.chains = fuse_cpu_elementwise(c.fused);
-  c.fused_census = primitive_counts(c.fused);
-  mx::eval(c.plain);
-  mx::eval(c.fused);
-  return c;
+  return testing::fuse_and_eval(build, fuse_cpu_elementwise);
 }
 
 using CpuFusion = testing::OnCpu;
@@ -65,16 +53,16 @@ TEST_F(CpuFusion, AdamUpdateBecomesOneKernel) {
   for (size_t i = 0; i < c.plain.size(); ++i) EXPECT_TRUE(same_bits(c.plain[i], c.fused[i])) << i;
   // m2 and v2 are results of the graph and operands of p2: one primitive with three results.
   EXPECT_EQ(c.chains, 1);
-  EXPECT_EQ(c.fused_census["FusedElementwise"], 1);
+  EXPECT_EQ(c.census["FusedElementwise"], 1);
   for (const char* gone : {"Add", "Multiply", "Subtract", "Divide", "Sqrt", "Square", "Broadcast"})
-    EXPECT_EQ(c.fused_census.count(gone), 0u) << gone;
+    EXPECT_EQ(c.census.count(gone), 0u) << gone;
   // With one result per chain (JAXMLX_CPU_FUSION_MULTI=0), m2 and v2 end chains: three.
   setenv("JAXMLX_CPU_FUSION_MULTI", "0", 1);
   Case single = run(build);
   unsetenv("JAXMLX_CPU_FUSION_MULTI");
   for (size_t i = 0; i < c.plain.size(); ++i) EXPECT_TRUE(same_bits(c.plain[i], single.fused[i])) << i;
   EXPECT_EQ(single.chains, 3);
-  EXPECT_EQ(single.fused_census["FusedElementwise"], 3);
+  EXPECT_EQ(single.census["FusedElementwise"], 3);
 }
 
 TEST_F(CpuFusion, ThreefryRoundsBecomeOneKernelWithBothWords) {
@@ -92,9 +80,9 @@ TEST_F(CpuFusion, ThreefryRoundsBecomeOneKernelWithBothWords) {
   };
   Case c = run(build);
   for (size_t i = 0; i < c.plain.size(); ++i) EXPECT_TRUE(same_bits(c.plain[i], c.fused[i])) << i;
-  EXPECT_EQ(c.fused_census["FusedElementwise"], 1) << c.chains;
+  EXPECT_EQ(c.census["FusedElementwise"], 1) << c.chains;
   for (const char* gone : {"Add", "LeftShift", "RightShift", "BitwiseOr", "BitwiseXor"})
-    EXPECT_EQ(c.fused_census.count(gone), 0u) << gone;
+    EXPECT_EQ(c.census.count(gone), 0u) << gone;
 }
 
 TEST_F(CpuFusion, AResultReadByALaterResultComputesFirst) {
@@ -108,8 +96,8 @@ TEST_F(CpuFusion, AResultReadByALaterResultComputesFirst) {
   };
   Case c = run(build);
   for (size_t i = 0; i < c.plain.size(); ++i) EXPECT_TRUE(same_bits(c.plain[i], c.fused[i])) << i;
-  EXPECT_EQ(c.fused_census["FusedElementwise"], 1);
-  EXPECT_EQ(c.fused_census.count("Add"), 0u);
+  EXPECT_EQ(c.census["FusedElementwise"], 1);
+  EXPECT_EQ(c.census.count("Add"), 0u);
 }
 
 TEST_F(CpuFusion, ViewsOfSmallConstantsAreFolded) {
@@ -125,9 +113,9 @@ TEST_F(CpuFusion, ViewsOfSmallConstantsAreFolded) {
   };
   Case c = run(build);
   for (size_t i = 0; i < c.plain.size(); ++i) EXPECT_TRUE(same_bits(c.plain[i], c.fused[i])) << i;
-  EXPECT_EQ(c.fused_census.count("View_float32"), 0u);  // both constants folded
-  EXPECT_EQ(c.fused_census.count("View_int32"), 0u);    // the view of sqrt fused into its chain
-  EXPECT_EQ(c.fused_census["FusedElementwise"], 2);
+  EXPECT_EQ(c.census.count("View_float32"), 0u);  // both constants folded
+  EXPECT_EQ(c.census.count("View_int32"), 0u);    // the view of sqrt fused into its chain
+  EXPECT_EQ(c.census["FusedElementwise"], 2);
 }
 
 TEST_F(CpuFusion, LongChainsKeepAFewScratchSlots) {
@@ -146,7 +134,7 @@ TEST_F(CpuFusion, LongChainsKeepAFewScratchSlots) {
   };
   Case c = run(build);
   EXPECT_TRUE(same_bits(c.plain[0], c.fused[0]));
-  EXPECT_EQ(c.fused_census["FusedElementwise"], 1);
+  EXPECT_EQ(c.census["FusedElementwise"], 1);
 }
 
 TEST_F(CpuFusion, BroadcastAndTransposedOperandsAreReadThroughStrides) {
@@ -158,8 +146,8 @@ TEST_F(CpuFusion, BroadcastAndTransposedOperandsAreReadThroughStrides) {
   };
   Case c = run(build);
   EXPECT_TRUE(same_bits(c.plain[0], c.fused[0]));
-  EXPECT_EQ(c.fused_census["FusedElementwise"], 1);
-  EXPECT_EQ(c.fused_census.count("Broadcast"), 0u);
+  EXPECT_EQ(c.census["FusedElementwise"], 1);
+  EXPECT_EQ(c.census.count("Broadcast"), 0u);
 }
 
 TEST_F(CpuFusion, SizeOneDimsOfStridedOperandsAreSteppedOver) {
@@ -177,7 +165,7 @@ TEST_F(CpuFusion, SizeOneDimsOfStridedOperandsAreSteppedOver) {
   };
   Case c = run(build);
   EXPECT_TRUE(same_bits(c.plain[0], c.fused[0]));
-  EXPECT_EQ(c.fused_census["FusedElementwise"], 1);
+  EXPECT_EQ(c.census["FusedElementwise"], 1);
 }
 
 TEST_F(CpuFusion, ChainsOfMostlyWindowsStayUnfused) {
@@ -198,11 +186,11 @@ TEST_F(CpuFusion, ChainsOfMostlyWindowsStayUnfused) {
   };
   Case five = run(build_sum(5));
   EXPECT_TRUE(same_bits(five.plain[0], five.fused[0]));
-  EXPECT_EQ(five.fused_census.count("FusedElementwise"), 0u);
-  EXPECT_EQ(five.fused_census["Multiply"], 5);
+  EXPECT_EQ(five.census.count("FusedElementwise"), 0u);
+  EXPECT_EQ(five.census["Multiply"], 5);
   Case three = run(build_sum(3));
   EXPECT_TRUE(same_bits(three.plain[0], three.fused[0]));
-  EXPECT_EQ(three.fused_census["FusedElementwise"], 1);
+  EXPECT_EQ(three.census["FusedElementwise"], 1);
 }
 
 TEST_F(CpuFusion, ReshapesOfLeadingOnesAreReadThroughToo) {
@@ -220,8 +208,8 @@ TEST_F(CpuFusion, ReshapesOfLeadingOnesAreReadThroughToo) {
   Case c_ = run(build);
   for (size_t i = 0; i < c_.plain.size(); ++i)
     EXPECT_TRUE(same_bits(c_.plain[i], c_.fused[i])) << i;
-  EXPECT_EQ(c_.fused_census["FusedElementwise"], 3);
-  EXPECT_EQ(c_.fused_census["Reshape"], 1);  // the middle one
+  EXPECT_EQ(c_.census["FusedElementwise"], 3);
+  EXPECT_EQ(c_.census["Reshape"], 1);  // the middle one
 }
 
 TEST_F(CpuFusion, EdgeValuesKeepTheirBits) {
@@ -280,9 +268,9 @@ TEST_F(CpuFusion, RandomBitsToFloatsFuseWholeShiftsViewsAndFulls) {
   };
   Case c = run(build);
   for (size_t i = 0; i < c.plain.size(); ++i) EXPECT_TRUE(same_bits(c.plain[i], c.fused[i])) << i;
-  EXPECT_EQ(c.fused_census["FusedElementwise"], 2);  // y's (u, half within), the second result's
+  EXPECT_EQ(c.census["FusedElementwise"], 2);  // y's (u, half within), the second result's
   for (const char* gone : {"LeftShift", "RightShift", "BitwiseOr", "Full", "Equal", "Less"})
-    EXPECT_EQ(c.fused_census.count(gone), 0u) << gone;
+    EXPECT_EQ(c.census.count(gone), 0u) << gone;
 }
 
 TEST_F(CpuFusion, ShiftsByTheWidthOrMoreGiveXlasResult) {
@@ -368,8 +356,8 @@ TEST_F(CpuFusion, AnIntermediateReadElsewhereStaysAResult) {
   };
   Case c = run(build);
   EXPECT_TRUE(same_bits(c.plain[0], c.fused[0]));
-  EXPECT_EQ(c.fused_census["FusedElementwise"], 2);
-  EXPECT_EQ(c.fused_census["Sum"], 1);
+  EXPECT_EQ(c.census["FusedElementwise"], 2);
+  EXPECT_EQ(c.census["Sum"], 1);
 }
 
 TEST_F(CpuFusion, ExactFmasJoinChains) {
@@ -384,8 +372,8 @@ TEST_F(CpuFusion, ExactFmasJoinChains) {
   };
   Case c = run(build);
   EXPECT_TRUE(same_bits(c.plain[0], c.fused[0]));
-  EXPECT_EQ(c.fused_census["FusedElementwise"], 1);
-  EXPECT_EQ(c.fused_census.count("Fma"), 0u);
+  EXPECT_EQ(c.census["FusedElementwise"], 1);
+  EXPECT_EQ(c.census.count("Fma"), 0u);
   EXPECT_EQ(primitive_counts(build())["Fma"], 4);
 }
 
@@ -397,7 +385,7 @@ TEST_F(CpuFusion, LoneOpsAndOtherDtypesAreLeftAlone) {
   };
   Case c = run(build);
   EXPECT_EQ(c.chains, 0);
-  EXPECT_EQ(c.fused_census.count("FusedElementwise"), 0u);
+  EXPECT_EQ(c.census.count("FusedElementwise"), 0u);
   for (size_t i = 0; i < c.plain.size(); ++i) EXPECT_TRUE(same_bits(c.plain[i], c.fused[i])) << i;
 }
 

@@ -264,24 +264,28 @@ class Fuser {
     return false;
   }
 
-  // How many arrays a chain reads and writes: its inputs from outside and its results (members
-  // read outside it or results of the whole graph, and its last op).
+  // Whether chain member `m` (an instruction) is one of the fused primitive's results: the last
+  // op, a result of the whole graph, or read by something outside the chain.
+  bool is_result(int m, int root, const std::unordered_set<int>& in_chain) const {
+    const mx::array& a = tape_[m];
+    if (m == root || output_ids_.count(a.id())) return true;
+    auto it = uses_.find(a.id());
+    return it != uses_.end() && std::any_of(it->second.begin(), it->second.end(), [&](const Use& x) {
+             return !in_chain.count(x.consumer);
+           });
+  }
+
+  // How many arrays a chain reads and writes: its inputs from outside and its results.
   size_t arrays_of(int root, const std::vector<int>& members,
                    const std::unordered_set<int>& in_chain) const {
     std::unordered_set<std::uintptr_t> inputs;
     size_t results = 0;
     for (int m : members) {
-      const mx::array& a = tape_[m];
-      for (const mx::array& in : a.inputs()) {
+      for (const mx::array& in : tape_[m].inputs()) {
         const int j = tape_index(in);
         if (j < 0 || !in_chain.count(j)) inputs.insert(in.id());
       }
-      if (!instruction_of(a, target_)) continue;
-      bool read_outside = m == root || output_ids_.count(a.id()) > 0;
-      if (auto it = uses_.find(a.id()); !read_outside && it != uses_.end())
-        read_outside = std::any_of(it->second.begin(), it->second.end(),
-                                   [&](const Use& x) { return !in_chain.count(x.consumer); });
-      results += read_outside;
+      results += instruction_of(tape_[m], target_) && is_result(m, root, in_chain);
     }
     return inputs.size() + results;
   }
@@ -346,9 +350,7 @@ class Fuser {
       for (const mx::array& in : a.inputs()) ins.args.push_back(reg.at(in.id()));
       reg[a.id()] = program->num_inputs + static_cast<int>(program->code.size());
       program->code.push_back(std::move(ins));
-      const std::vector<Use>& u = uses_[a.id()];
-      if (m == root || output_ids_.count(a.id()) ||
-          std::any_of(u.begin(), u.end(), [&](const Use& x) { return !in_chain.count(x.consumer); })) {
+      if (is_result(m, root, in_chain)) {
         results.push_back(m);
         program->outputs.push_back(reg[a.id()]);
         dtypes.push_back(a.dtype());

@@ -5,8 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "mlx/mlx.h"
+#include "runtime/graph_stats.h"
 
 namespace jaxmlx::runtime::testing {
 
@@ -25,6 +30,26 @@ inline mx::array normal(const mx::Shape& s, int seed) {
   mx::array a = mx::random::normal(s, mx::float32, 0.0, 3.0, mx::random::key(seed));
   mx::eval(a);
   return a;
+}
+
+// A graph built twice from the same (evaluated) leaves: once as is, once rewritten by a fusion.
+struct FusionCase {
+  std::vector<mx::array> plain, fused;
+  std::map<std::string, int> census;  // the rewritten graph's primitives, counted before evaluation
+  int chains = 0;                     // what the fusion returned
+};
+
+// Builds, rewrites the second copy with `fuse`, counts its primitives, evaluates both.
+inline FusionCase fuse_and_eval(const std::function<std::vector<mx::array>()>& build,
+                                const std::function<int(std::vector<mx::array>&)>& fuse) {
+  FusionCase c;
+  c.plain = build();
+  c.fused = build();
+  c.chains = fuse(c.fused);
+  c.census = primitive_counts(c.fused);
+  mx::eval(c.plain);
+  mx::eval(c.fused);
+  return c;
 }
 
 // Tests that build graphs on MLX's CPU.

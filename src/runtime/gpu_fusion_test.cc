@@ -25,21 +25,16 @@ namespace {
 using testing::normal;
 using testing::same_bits;
 
-struct Case {
-  std::vector<mx::array> plain, fused;
-  std::map<std::string, int> census;  // of the fused graph; Compiled* counted as "Compiled"
-  int chains = 0;
-};
+using Case = testing::FusionCase;
 
+// Fused on MLX's CPU; the census counts every Compiled* primitive as "Compiled". Every result
+// must keep the unfused bits.
 Case run(const std::function<std::vector<mx::array>()>& build) {
-  Case c;
-  c.plain = build();
-  c.fused = build();
-  c.chains = fuse_gpu_elementwise(c.fused, mx::Device::cpu);
-  for (const auto& [name, n] : primitive_counts(c.fused))
-    c.census[name.rfind("Compiled", 0) == 0 ? "Compiled" : name] += n;
-  mx::eval(c.plain);
-  mx::eval(c.fused);
+  Case c = testing::fuse_and_eval(
+      build, [](std::vector<mx::array>& out) { return fuse_gpu_elementwise(out, mx::Device::cpu); });
+  std::map<std::string, int> census;
+  for (const auto& [name, n] : c.census) census[name.rfind("Compiled", 0) == 0 ? "Compiled" : name] += n;
+  c.census = std::move(census);
   for (size_t i = 0; i < c.plain.size(); ++i)
     EXPECT_TRUE(same_bits(c.plain[i], c.fused[i])) << "result " << i;
   return c;
