@@ -257,3 +257,35 @@ def test_loop_bodies_with_our_own_calls_are_replayed(tmp_path, mode):
     assert regions[name] and all(v == "replayed" for v in regions[name]), (name, regions)
   # The printing loop's body holds the callback (a counted loop's condition is never run).
   assert regions["jit_printing"] == ["interpreted custom_call @jaxmlx.host_callback"], regions
+
+
+THREEFRY = r"""
+import jax, jax.numpy as jnp, numpy as np
+mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]
+def dropout_mask(key): return jax.random.bernoulli(key, 0.9, (64, 33))
+def split_fold(key): return jax.random.key_data(jax.random.fold_in(jax.random.split(key, 5)[3], 7))
+for f in (dropout_mask, split_fold):
+  want = np.asarray(jax.jit(f)(jax.device_put(jax.random.key(42), cpu)))
+  for _ in range(2):  # the first call traces, the second replays
+    got = np.asarray(jax.jit(f)(jax.device_put(jax.random.key(42), mlx)))
+  np.testing.assert_array_equal(got, want, err_msg=f.__name__)
+"""
+
+
+def test_threefry_is_one_primitive_on_the_cpu(tmp_path, on_mlx_cpu):
+  # jax's threefry2x32 func (~180 u32 ops per draw, split and fold_in) is one Threefry2x32
+  # primitive on MLX's CPU (passes/threefry.h), and its bits stay jax's CPU backend's.
+  log = tmp_path / "stats.log"
+  env = dict(os.environ, JAXMLX_GRAPH_STATS=str(log), JAXMLX_CPU_FUSION="0")
+  r = subprocess.run([sys.executable, "-c", THREEFRY], capture_output=True, text=True, env=env,
+                     timeout=300)
+  assert r.returncode == 0, r.stderr[-3000:]
+  last = {}
+  for line in log.read_text().splitlines():
+    if line.startswith("run "):
+      _, name, _, *kvs = line.split()
+      last[name] = collections.Counter({k: int(v) for k, v in (kv.rsplit("=", 1) for kv in kvs)})
+  assert last["jit_dropout_mask"]["Threefry2x32"] == 1, last["jit_dropout_mask"]
+  assert last["jit_split_fold"]["Threefry2x32"] == 2, last["jit_split_fold"]
+  for c in last.values():
+    assert c["LeftShift"] == 0 and c["BitwiseXor"] <= 1, c

@@ -11,6 +11,7 @@
 
 #include "lower/lowering.h"
 #include "lower/rng.h"
+#include "passes/threefry.h"
 #include "mlx/ops.h"
 
 namespace jaxmlx::lower {
@@ -24,7 +25,7 @@ bool is_identity_target(std::string_view t) {
 }
 
 bool is_threefry_target(std::string_view t) {
-  return t == "threefry2x32" || t == "cu_threefry2x32" || t == "cu_threefry2x32_ffi" ||
+  return t == passes::kThreefryTarget || t == "threefry2x32" || t == "cu_threefry2x32" || t == "cu_threefry2x32_ffi" ||
          t == "hip_threefry2x32" || t == "hip_threefry2x32_ffi";
 }
 
@@ -51,7 +52,8 @@ StatusOr<Values> lower_identity(LowerContext& ctx, const ir::Op& op, const Value
   return in;
 }
 
-// jax's GPU lowering of threefry2x32: operands (k0, k1, x0, x1), results (y0, y1), all u32.
+// jax's GPU lowering of threefry2x32, and its threefry2x32 func (passes/threefry.h): operands
+// (k0, k1, x0, x1), results (y0, y1), all u32.
 StatusOr<Values> lower_threefry(LowerContext& ctx, const ir::Op& op, const Values& in) {
   if (in.size() != 4 || op.results.size() != 2)
     return ctx.malformed(op, "threefry2x32 takes 4 operands and gives 2 results");
@@ -59,8 +61,8 @@ StatusOr<Values> lower_threefry(LowerContext& ctx, const ir::Op& op, const Value
     if (a.dtype() != mx::uint32) return ctx.malformed(op, "threefry2x32 operands must be u32");
   mx::Shape shape;
   for (int64_t d : op.results[0].type->dims) shape.push_back(static_cast<int>(d));
-  auto y = threefry2x32(mx::broadcast_to(in[2], shape), mx::broadcast_to(in[3], shape),
-                        mx::broadcast_to(in[0], shape), mx::broadcast_to(in[1], shape));
+  auto y = threefry2x32(mx::broadcast_to(in[2], shape), mx::broadcast_to(in[3], shape), in[0],
+                        in[1]);
   return Values{y[0], y[1]};
 }
 

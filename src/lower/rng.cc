@@ -46,8 +46,8 @@ mx::array rotl32(const mx::array& v, int r) {
 
 }  // namespace
 
-// Threefry-2x32, 20 rounds (Salmon et al. 2011).
-std::array<mx::array, 2> threefry2x32(mx::array x0, mx::array x1, const mx::array& k0,
+// Threefry-2x32, 20 rounds (Salmon et al. 2011), as MLX ops.
+std::array<mx::array, 2> threefry2x32_ops(mx::array x0, mx::array x1, const mx::array& k0,
                                       const mx::array& k1) {
   static constexpr int kRot[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
   const mx::array ks[3] = {k0, k1, mx::bitwise_xor(mx::bitwise_xor(u32(0x1BD11BDA), k0), k1)};

@@ -8,9 +8,15 @@
 namespace jaxmlx::lower {
 
 // Threefry-2x32 with 20 rounds, as jax's threefry2x32 primitive and XLA's THREE_FRY compute it:
-// counters (x0, x1) under key (k0, k1); all uint32, broadcasting together.
+// counters (x0, x1) under key (k0, k1); all uint32, broadcasting together. On MLX's CPU one
+// Threefry2x32 primitive (a compiled loop, lower/threefry.cc); elsewhere threefry2x32_ops.
 std::array<mlx::core::array, 2> threefry2x32(mlx::core::array x0, mlx::core::array x1,
                                              const mlx::core::array& k0,
                                              const mlx::core::array& k1);
+
+// The same as ~160 MLX ops (adds, rotations, xors), on any device.
+std::array<mlx::core::array, 2> threefry2x32_ops(mlx::core::array x0, mlx::core::array x1,
+                                                 const mlx::core::array& k0,
+                                                 const mlx::core::array& k1);
 
 }  // namespace jaxmlx::lower

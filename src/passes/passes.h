@@ -1,6 +1,7 @@
 // Module-level rewrites run before lowering (no MLX here): they make the IR the lowering rules
 // see smaller and uniform.
 //
+//   recognize_threefry  calls of jax's threefry2x32 func become one custom call (threefry.h).
 //   inline_calls      func.call of a func defined in the module is replaced by the callee's body
 //                     (jax emits threefry, _where, _uniform, ... as private funcs); funcs no
 //                     longer referenced are dropped.
@@ -23,10 +24,11 @@ namespace jaxmlx::passes {
 
 struct PassOptions {
   bool drop_sharding = true;
+  bool threefry = true;
   bool inline_calls = true;
 };
 
-// Runs the passes in order (drop_sharding, inline_calls).
+// Runs the passes in order (drop_sharding, recognize_threefry, inline_calls).
 Status run_passes(ir::Module& m, const PassOptions& opts = {});
 
 Status inline_calls(ir::Module& m);

@@ -16,6 +16,7 @@
 #include "passes/dce.h"
 #include "passes/norms.h"
 #include "passes/softmax.h"
+#include "passes/threefry.h"
 #include "passes/xla_cpu_version.h"
 
 namespace jaxmlx::passes {
@@ -501,6 +502,110 @@ TEST(Softmax, LookalikesStayAsTheyAre) {
   EXPECT_TRUE(softmax_dims({.type = ir::ElementType::kF16}).empty());  // f32 only
   EXPECT_TRUE(
       softmax_dims({.shape = {4, 4}, .dim = 1, .transposed_back = true}).empty());
+}
+
+// ---- threefry --------------------------------------------------------------------------------
+
+// What a variant of jax's threefry2x32 func differs in (anything but the defaults: a lookalike).
+struct ThreefryVariant {
+  std::string name = "threefry2x32";
+  int first_rotation = 13;       // jax's first rotation; another makes another function
+  bool keys_as_counters = false;  // keys of the counters' shape (older jax broadcast them)
+  bool key_injection_constant = true;  // the block number added at each key injection
+};
+
+// main(k0, k1, x0, x1) calls a private func built as jax's threefry2x32 lowering writes it.
+ir::Module threefry_module(const ThreefryVariant& v) {
+  ir::Module m;
+  Builder b{m};
+  const ir::Type* s = m.types().tensor(ir::ElementType::kU32, {});
+  const ir::Type* c = m.types().tensor(ir::ElementType::kU32, {2, 3});
+  const ir::Type* k = v.keys_as_counters ? c : s;
+  auto set_types = [&](ir::Func& f) {
+    f.arg_types = {k, k, c, c};
+    f.result_types = {c, c};
+    for (int i = 0; i < 4; ++i) f.body.blocks[0].args[i].type = f.arg_types[i];
+  };
+  ir::Func& callee = b.func(v.name, 4, 2, /*is_private=*/true);
+  set_types(callee);
+  const std::vector<ir::Value> a = callee.args();
+  auto wide = [&](ir::Value x) { return x.type->rank() == 0 ? b.bcast(x, {}, c) : x; };
+  auto op2 = [&](OpKind kind, ir::Value x, ir::Value y) {
+    return Builder::typed(b.op(kind, {x, y}, 1), x.type);
+  };
+  auto splat = [&](uint32_t bits) { return b.bcast(b.constant32(bits, s), {}, c); };
+  ir::Value ks[3] = {a[0], a[1],
+                     op2(OpKind::kXor, op2(OpKind::kXor, a[0], a[1]), b.constant32(0x1BD11BDAu, s))};
+  if (v.keys_as_counters) ks[2] = op2(OpKind::kXor, op2(OpKind::kXor, a[0], a[1]), splat(0x1BD11BDAu));
+  ir::Value x0 = op2(OpKind::kAdd, a[2], wide(ks[0]));
+  ir::Value x1 = op2(OpKind::kAdd, a[3], wide(ks[1]));
+  const int rot[2][4] = {{v.first_rotation, 15, 26, 6}, {17, 29, 16, 24}};
+  for (int block = 0; block < 5; ++block) {
+    for (int r : rot[block % 2]) {
+      x0 = op2(OpKind::kAdd, x0, x1);
+      ir::Value rotated = op2(OpKind::kOr, op2(OpKind::kShiftLeft, x1, splat(uint32_t(r))),
+                              op2(OpKind::kShiftRightLogical, x1, splat(uint32_t(32 - r))));
+      x1 = op2(OpKind::kXor, x0, rotated);
+    }
+    x0 = op2(OpKind::kAdd, x0, wide(ks[(block + 1) % 3]));
+    x1 = op2(OpKind::kAdd, x1, wide(ks[(block + 2) % 3]));
+    if (v.key_injection_constant) x1 = op2(OpKind::kAdd, x1, splat(uint32_t(block + 1)));
+  }
+  b.ret({x0, x1});
+  ir::Func& main = b.func("main", 4, 2, /*is_private=*/false);
+  set_types(main);
+  ir::Op& call = b.call(v.name, {main.args()[0], main.args()[1], main.args()[2], main.args()[3]}, 2);
+  call.results[0].type = call.results[1].type = c;
+  b.ret(call.results);
+  return m;
+}
+
+// Whether run_passes turned main's call into the threefry custom call (else it was inlined).
+bool threefry_recognized(const ThreefryVariant& v) {
+  ir::Module m = threefry_module(v);
+  EXPECT_TRUE(ir::verify(m).ok()) << ir::verify(m).to_string() << ir::print_module(m);
+  EXPECT_EQ(is_threefry_func(m.funcs[0]), v.name.rfind("threefry2x32", 0) == 0 &&
+                                               v.first_rotation == 13 && v.key_injection_constant);
+  EXPECT_TRUE(run_passes(m).ok());
+  EXPECT_TRUE(ir::verify(m).ok()) << ir::print_module(m);
+  EXPECT_EQ(m.funcs.size(), 1u);  // the callee is gone either way (called, then unreferenced)
+  EXPECT_EQ(count_ops(m, OpKind::kFuncCall), 0);
+  const int calls = count_ops(m, OpKind::kCustomCall);
+  if (calls == 1) {
+    const ir::Op& op = m.funcs[0].entry().ops[0];
+    EXPECT_EQ(op.get_string("call_target_name"), kThreefryTarget);
+    EXPECT_EQ(op.operands.size(), 4u);
+    EXPECT_EQ(m.funcs[0].entry().ops.size(), 2u);  // the call and the return
+  } else {
+    EXPECT_EQ(calls, 0);
+    EXPECT_EQ(count_ops(m, OpKind::kShiftLeft), 20);
+  }
+  return calls == 1;
+}
+
+TEST(Threefry, ReferenceMatchesKnownAnswers) {
+  // Random123's known-answer vectors for Threefry-2x32-20 (also jax's own test values).
+  struct Case { uint32_t k0, k1, x0, x1, y0, y1; };
+  for (Case t : {Case{0, 0, 0, 0, 0x6b200159u, 0x99ba4efeu},
+                 Case{~0u, ~0u, ~0u, ~0u, 0x1cb996fcu, 0xbb002be7u},
+                 Case{0x13198a2eu, 0x03707344u, 0x243f6a88u, 0x85a308d3u, 0xc4923a9cu,
+                      0x483df7a0u}}) {
+    threefry2x32_reference(t.k0, t.k1, t.x0, t.x1);
+    EXPECT_EQ(t.x0, t.y0);
+    EXPECT_EQ(t.x1, t.y1);
+  }
+}
+
+TEST(Threefry, JaxsFuncBecomesOneCall) {
+  EXPECT_TRUE(threefry_recognized({}));
+  EXPECT_TRUE(threefry_recognized({.name = "threefry2x32_0"}));
+  EXPECT_TRUE(threefry_recognized({.keys_as_counters = true}));
+}
+
+TEST(Threefry, LookalikesAreInlined) {
+  EXPECT_FALSE(threefry_recognized({.name = "threefry4x32"}));
+  EXPECT_FALSE(threefry_recognized({.first_rotation = 12}));
+  EXPECT_FALSE(threefry_recognized({.key_injection_constant = false}));
 }
 
 // ---- norms -----------------------------------------------------------------------------------

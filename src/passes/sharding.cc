@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "passes/passes.h"
+#include "passes/threefry.h"
 
 namespace jaxmlx::passes {
 namespace {
@@ -107,6 +108,7 @@ Status drop_sharding(ir::Module& m) {
 
 Status run_passes(ir::Module& m, const PassOptions& opts) {
   if (opts.drop_sharding) RETURN_IF_ERROR(drop_sharding(m));
+  if (opts.threefry) RETURN_IF_ERROR(recognize_threefry(m));
   if (opts.inline_calls) RETURN_IF_ERROR(inline_calls(m));
   return Status();
 }

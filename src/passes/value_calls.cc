@@ -8,6 +8,7 @@
 #include "passes/contract_fma.h"
 #include "passes/norms.h"
 #include "passes/softmax.h"
+#include "passes/threefry.h"
 
 namespace jaxmlx::passes {
 
@@ -15,7 +16,8 @@ bool is_value_call(const ir::Op& op) {
   if (op.kind != ir::OpKind::kCustomCall) return false;
   const std::string_view t = op.get_string("call_target_name");
   for (const char* target : {kSoftmaxTarget, kLayerNormTarget, kRmsNormTarget, kAttentionTarget,
-                             kArgmaxTarget, kArgminTarget, kFmaTarget, kFmsTarget, kFnmaTarget})
+                             kArgmaxTarget, kArgminTarget, kFmaTarget, kFmsTarget, kFnmaTarget,
+                             kThreefryTarget})
     if (t == target) return true;
   return false;
 }

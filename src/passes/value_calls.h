@@ -1,4 +1,5 @@
-// The custom calls our own passes emit (softmax, norms, attention, argmax/argmin, the exact FMAs):
+// The custom calls our own passes emit (softmax, norms, attention, argmax/argmin, the exact FMAs,
+// threefry):
 // each computes its results from its operands and nothing else, with no host read and no effect.
 // So dce may drop one whose results are unread, and a loop body holding one can still be traced
 // once and replayed (runtime/executable.cc). A new recognizer's target is added here.
