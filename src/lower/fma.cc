@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "lower/lowering.h"
+#include "lower/row_major.h"
 #include "lower/util.h"
 #include "mlx/allocator.h"
 #include "mlx/backend/cpu/encoder.h"
@@ -69,26 +70,10 @@ class CpuFma final : public mx::UnaryPrimitive {
 
  private:
   static void compute(const std::vector<mx::array>& in, mx::array& out) {
+    std::vector<float> tmp[3];
     const float* x[3];
-    for (int i = 0; i < 3; ++i) x[i] = in[i].data<float>();
-    float* o = out.data<float>();
-    const size_t n = out.size();
-    bool dense = true;
-    for (const mx::array& a : in) dense &= a.flags().row_contiguous && a.data_size() == n;
-    if (dense) return fma_loop(x[0], x[1], x[2], o, n);
-    // Row-major walk of the result with each operand's offset kept by its strides.
-    const mx::Shape& shape = out.shape();
-    const int nd = static_cast<int>(shape.size());
-    std::vector<int64_t> idx(nd, 0), off(3, 0);
-    for (size_t k = 0; k < n; ++k) {
-      o[k] = std::fmaf(x[0][off[0]], x[1][off[1]], x[2][off[2]]);
-      for (int d = nd - 1; d >= 0; --d) {
-        for (int i = 0; i < 3; ++i) off[i] += in[i].strides()[d];
-        if (++idx[d] < shape[d]) break;
-        for (int i = 0; i < 3; ++i) off[i] -= in[i].strides()[d] * shape[d];
-        idx[d] = 0;
-      }
-    }
+    for (int i = 0; i < 3; ++i) x[i] = row_major(in[i], tmp[i]);
+    fma_loop(x[0], x[1], x[2], out.data<float>(), out.size());
   }
 };
 
