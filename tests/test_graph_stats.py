@@ -286,6 +286,8 @@ def test_threefry_is_one_primitive_on_the_cpu(tmp_path, on_mlx_cpu):
       _, name, _, *kvs = line.split()
       last[name] = collections.Counter({k: int(v) for k, v in (kv.rsplit("=", 1) for kv in kvs)})
   assert last["jit_dropout_mask"]["Threefry2x32"] == 1, last["jit_dropout_mask"]
+  # The key's two words are read in place: no slice or reshape unpacks them.
+  assert last["jit_dropout_mask"]["Slice"] == 0, last["jit_dropout_mask"]
   assert last["jit_split_fold"]["Threefry2x32"] == 2, last["jit_split_fold"]
   for c in last.values():
     assert c["LeftShift"] == 0 and c["BitwiseXor"] <= 1, c

@@ -53,16 +53,22 @@ StatusOr<Values> lower_identity(LowerContext& ctx, const ir::Op& op, const Value
 }
 
 // jax's GPU lowering of threefry2x32, and its threefry2x32 func (passes/threefry.h): operands
-// (k0, k1, x0, x1), results (y0, y1), all u32.
+// (k0, k1, x0, x1), or (key, x0, x1) with the key words in one u32[2] key (our own call only);
+// results (y0, y1); all u32.
 StatusOr<Values> lower_threefry(LowerContext& ctx, const ir::Op& op, const Values& in) {
-  if (in.size() != 4 || op.results.size() != 2)
-    return ctx.malformed(op, "threefry2x32 takes 4 operands and gives 2 results");
+  const bool pair = in.size() == 3 && op.get_string("call_target_name") == passes::kThreefryTarget;
+  if ((in.size() != 4 && !pair) || op.results.size() != 2)
+    return ctx.malformed(op, "threefry2x32 takes 4 operands (or a key pair and 2) and gives 2 "
+                             "results");
   for (const mx::array& a : in)
     if (a.dtype() != mx::uint32) return ctx.malformed(op, "threefry2x32 operands must be u32");
+  if (pair && in[0].shape() != mx::Shape{2})
+    return ctx.malformed(op, "threefry2x32's key pair must be u32[2]");
   mx::Shape shape;
   for (int64_t d : op.results[0].type->dims) shape.push_back(static_cast<int>(d));
-  auto y = threefry2x32(mx::broadcast_to(in[2], shape), mx::broadcast_to(in[3], shape), in[0],
-                        in[1]);
+  const mx::array x0 = mx::broadcast_to(in[in.size() - 2], shape);
+  const mx::array x1 = mx::broadcast_to(in[in.size() - 1], shape);
+  auto y = pair ? threefry2x32(x0, x1, in[0]) : threefry2x32(x0, x1, in[0], in[1]);
   return Values{y[0], y[1]};
 }
 

@@ -14,6 +14,10 @@ std::array<mlx::core::array, 2> threefry2x32(mlx::core::array x0, mlx::core::arr
                                              const mlx::core::array& k0,
                                              const mlx::core::array& k1);
 
+// The same with both key words in one u32[2] key (key[0], key[1]): jax's keys, read in place.
+std::array<mlx::core::array, 2> threefry2x32(mlx::core::array x0, mlx::core::array x1,
+                                             const mlx::core::array& key);
+
 // The same as ~160 MLX ops (adds, rotations, xors), on any device.
 std::array<mlx::core::array, 2> threefry2x32_ops(mlx::core::array x0, mlx::core::array x1,
                                                  const mlx::core::array& k0,

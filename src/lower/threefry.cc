@@ -39,16 +39,18 @@ JAXMLX_THREEFRY_CLONES void threefry_loop(const uint32_t* k0, const uint32_t* k1
   }
 }
 
-// Inputs (k0, k1, x0, x1), all of the result's shape (any strides), or both keys of one element.
+// Inputs (k0, k1, x0, x1), all of the result's shape (any strides) or both keys of one element;
+// or (key, x0, x1) with the key words in one u32[2] key.
 class CpuThreefry final : public mx::Primitive {
  public:
   explicit CpuThreefry(mx::Stream stream) : mx::Primitive(stream) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override {
     const size_t n = outputs[0].size();
-    for (int w = 0; w < 2; ++w) {
+    const size_t counters = inputs.size() - 2;
+    for (size_t w = 0; w < 2; ++w) {
       // A counter MLX would let go of lends its memory to its word of the result.
-      const mx::array& x = inputs[2 + w];
+      const mx::array& x = inputs[counters + w];
       mx::array& y = outputs[w];
       if (n > 1 && x.flags().row_contiguous && x.data_size() == n && x.is_donatable())
         y.copy_shared_buffer(x);
@@ -67,11 +69,18 @@ class CpuThreefry final : public mx::Primitive {
       outs.push_back(mx::array::unsafe_weak_copy(out));
     }
     encoder.dispatch([ins = std::move(ins), outs = std::move(outs), n]() mutable {
-      const bool one_key = ins[0].size() == 1 && ins[1].size() == 1;
       std::vector<uint32_t> tmp[4];
       const uint32_t* p[4];
-      for (int i = 0; i < 4; ++i)
-        p[i] = (i < 2 && one_key) ? ins[i].data<uint32_t>() : row_major(ins[i], tmp[i]);
+      const bool pair = ins.size() == 3;
+      const bool one_key = pair || (ins[0].size() == 1 && ins[1].size() == 1);
+      if (pair) {
+        p[0] = row_major(ins[0], tmp[0]);
+        p[1] = p[0] + 1;
+      }
+      for (size_t i = pair ? 2 : 0; i < 4; ++i) {
+        const mx::array& in = ins[pair ? i - 1 : i];
+        p[i] = (i < 2 && one_key) ? in.data<uint32_t>() : row_major(in, tmp[i]);
+      }
       uint32_t* y0 = outs[0].data<uint32_t>();
       uint32_t* y1 = outs[1].data<uint32_t>();
       if (one_key)
@@ -89,24 +98,48 @@ class CpuThreefry final : public mx::Primitive {
 
 }  // namespace
 
-std::array<mx::array, 2> threefry2x32(mx::array x0, mx::array x1, const mx::array& k0,
-                                      const mx::array& k1) {
-  const mx::Device device = mx::default_device();
-  const bool u32 = x0.dtype() == mx::uint32 && x1.dtype() == mx::uint32 &&
-                   k0.dtype() == mx::uint32 && k1.dtype() == mx::uint32;
-  if (device.type != mx::Device::cpu || !u32) return threefry2x32_ops(x0, x1, k0, k1);
-  const mx::Shape shape = mx::broadcast_shapes(
-      mx::broadcast_shapes(x0.shape(), x1.shape()), mx::broadcast_shapes(k0.shape(), k1.shape()));
+namespace {
+
+// The primitive over `keys` (k0, k1, or one u32[2] key) and the counters, all u32 on the CPU.
+std::array<mx::array, 2> cpu_threefry(std::vector<mx::array> keys, const mx::array& x0,
+                                      const mx::array& x1) {
+  mx::Shape shape = mx::broadcast_shapes(x0.shape(), x1.shape());
+  const bool one_key = keys.size() == 1 || (keys[0].size() == 1 && keys[1].size() == 1);
+  if (!one_key) shape = mx::broadcast_shapes(shape, mx::broadcast_shapes(keys[0].shape(),
+                                                                          keys[1].shape()));
   // Keys of one element each (jax's) are read as one key; everything else at the result's shape
   // (broadcasts and other strides are read in place by the primitive).
-  std::vector<mx::array> in = {k0, k1, x0, x1};
-  const bool one_key = k0.size() == 1 && k1.size() == 1;
-  for (size_t i = one_key ? 2 : 0; i < in.size(); ++i)
+  std::vector<mx::array> in = std::move(keys);
+  in.push_back(x0);
+  in.push_back(x1);
+  for (size_t i = one_key ? in.size() - 2 : 0; i < in.size(); ++i)
     if (in[i].shape() != shape) in[i] = mx::broadcast_to(in[i], shape);
-  auto prim = std::make_shared<CpuThreefry>(mx::default_stream(device));
+  auto prim = std::make_shared<CpuThreefry>(mx::default_stream(mx::Device::cpu));
   std::vector<mx::array> out =
       mx::array::make_arrays({shape, shape}, {mx::uint32, mx::uint32}, prim, in);
   return {out[0], out[1]};
+}
+
+bool on_cpu(std::initializer_list<const mx::array*> all) {
+  for (const mx::array* a : all)
+    if (a->dtype() != mx::uint32) return false;
+  return mx::default_device().type == mx::Device::cpu;
+}
+
+}  // namespace
+
+std::array<mx::array, 2> threefry2x32(mx::array x0, mx::array x1, const mx::array& k0,
+                                      const mx::array& k1) {
+  if (!on_cpu({&x0, &x1, &k0, &k1})) return threefry2x32_ops(x0, x1, k0, k1);
+  return cpu_threefry({k0, k1}, x0, x1);
+}
+
+std::array<mx::array, 2> threefry2x32(mx::array x0, mx::array x1, const mx::array& key) {
+  if (!on_cpu({&x0, &x1, &key}) || key.shape() != mx::Shape{2}) {
+    auto word = [&](int i) { return mx::reshape(mx::slice(key, {i}, {i + 1}), {}); };
+    return threefry2x32_ops(x0, x1, word(0), word(1));
+  }
+  return cpu_threefry({key}, x0, x1);
 }
 
 }  // namespace jaxmlx::lower

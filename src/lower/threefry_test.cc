@@ -89,6 +89,20 @@ TEST_F(ThreefryTest, StridedAndBroadcastCounters) {
         random_u32({}, 21));  // a scalar counter spread over the other's shape
 }
 
+TEST_F(ThreefryTest, KeyPairReadInPlace) {
+  // One u32[2] key (passes/threefry.h's three-operand call): contiguous, and a strided view (a
+  // column of a [2, 3] array).
+  mx::array x0 = random_u32({4, 5}, 31), x1 = random_u32({4, 5}, 32);
+  for (const mx::array& key : {random_u32({2}, 33),
+                               mx::reshape(mx::slice(random_u32({2, 3}, 34), {0, 1}, {2, 2}), {2})}) {
+    std::array<mx::array, 2> y = threefry2x32(x0, x1, key);
+    EXPECT_EQ(std::string(y[0].primitive().name()), "Threefry2x32");
+    mx::array k0 = mx::reshape(mx::slice(key, {0}, {1}), {});
+    mx::array k1 = mx::reshape(mx::slice(key, {1}, {2}), {});
+    expect_reference(y, x0, x1, k0, k1);
+  }
+}
+
 TEST_F(ThreefryTest, DyingCountersLendTheirMemory) {
   // Counters computed in the same graph (nothing else holds them) become the result's buffers;
   // the values must not change for it.

@@ -512,6 +512,9 @@ struct ThreefryVariant {
   int first_rotation = 13;       // jax's first rotation; another makes another function
   bool keys_as_counters = false;  // keys of the counters' shape (older jax broadcast them)
   bool key_injection_constant = true;  // the block number added at each key injection
+  // main unpacks k0, k1 from one u32[2] key as jax does (reshape(slice(key, [i:i+1]))), with the
+  // words in this order (swapped: k0 from key[1], which the pair form must not take).
+  enum { kSeparate, kPair, kSwappedPair } key = kSeparate;
 };
 
 // main(k0, k1, x0, x1) calls a private func built as jax's threefry2x32 lowering writes it.
@@ -552,9 +555,31 @@ ir::Module threefry_module(const ThreefryVariant& v) {
     if (v.key_injection_constant) x1 = op2(OpKind::kAdd, x1, splat(uint32_t(block + 1)));
   }
   b.ret({x0, x1});
-  ir::Func& main = b.func("main", 4, 2, /*is_private=*/false);
-  set_types(main);
-  ir::Op& call = b.call(v.name, {main.args()[0], main.args()[1], main.args()[2], main.args()[3]}, 2);
+  const bool pair = v.key != ThreefryVariant::kSeparate;
+  ir::Func& main = b.func("main", pair ? 3 : 4, 2, /*is_private=*/false);
+  std::vector<ir::Value> args;
+  if (pair) {
+    const ir::Type* key_t = m.types().tensor(ir::ElementType::kU32, {2});
+    const ir::Type* word_t = m.types().tensor(ir::ElementType::kU32, {1});
+    main.arg_types = {key_t, c, c};
+    main.result_types = {c, c};
+    for (int i = 0; i < 3; ++i) main.body.blocks[0].args[i].type = main.arg_types[i];
+    const ir::Value key = main.args()[0];
+    auto word = [&](int64_t i) {
+      ir::Op& sl = b.op(OpKind::kSlice, {key}, 1);
+      sl.set_attr("start_indices", ir::I64ArrayAttr{{i}});
+      sl.set_attr("limit_indices", ir::I64ArrayAttr{{i + 1}});
+      sl.set_attr("strides", ir::I64ArrayAttr{{1}});
+      return Builder::typed(b.op(OpKind::kReshape, {Builder::typed(sl, word_t)}, 1), s);
+    };
+    const bool swapped = v.key == ThreefryVariant::kSwappedPair;
+    ir::Value w0 = word(swapped ? 1 : 0), w1 = word(swapped ? 0 : 1);
+    args = {w0, w1, main.args()[1], main.args()[2]};
+  } else {
+    set_types(main);
+    args = {main.args()[0], main.args()[1], main.args()[2], main.args()[3]};
+  }
+  ir::Op& call = b.call(v.name, args, 2);
   call.results[0].type = call.results[1].type = c;
   b.ret(call.results);
   return m;
@@ -570,12 +595,19 @@ bool threefry_recognized(const ThreefryVariant& v) {
   EXPECT_TRUE(ir::verify(m).ok()) << ir::print_module(m);
   EXPECT_EQ(m.funcs.size(), 1u);  // the callee is gone either way (called, then unreferenced)
   EXPECT_EQ(count_ops(m, OpKind::kFuncCall), 0);
+  EXPECT_TRUE(drop_dead_ops(m).ok());
   const int calls = count_ops(m, OpKind::kCustomCall);
   if (calls == 1) {
-    const ir::Op& op = m.funcs[0].entry().ops[0];
+    // The pair form reads main's key itself and the unpacking ops died; swapped words are passed
+    // one by one, after their two slices and two reshapes.
+    const bool pair = v.key == ThreefryVariant::kPair;
+    const size_t unpacking = v.key == ThreefryVariant::kSwappedPair ? 4 : 0;
+    const ir::Op& op = m.funcs[0].entry().ops[unpacking];
     EXPECT_EQ(op.get_string("call_target_name"), kThreefryTarget);
-    EXPECT_EQ(op.operands.size(), 4u);
-    EXPECT_EQ(m.funcs[0].entry().ops.size(), 2u);  // the call and the return
+    EXPECT_EQ(op.operands.size(), pair ? 3u : 4u);
+    if (pair) EXPECT_EQ(op.operands[0].id, m.funcs[0].args()[0].id);
+    EXPECT_EQ(count_ops(m, OpKind::kSlice), static_cast<int>(unpacking / 2));
+    EXPECT_EQ(m.funcs[0].entry().ops.size(), unpacking + 2);  // and the return
   } else {
     EXPECT_EQ(calls, 0);
     EXPECT_EQ(count_ops(m, OpKind::kShiftLeft), 20);
@@ -600,6 +632,9 @@ TEST(Threefry, JaxsFuncBecomesOneCall) {
   EXPECT_TRUE(threefry_recognized({}));
   EXPECT_TRUE(threefry_recognized({.name = "threefry2x32_0"}));
   EXPECT_TRUE(threefry_recognized({.keys_as_counters = true}));
+  EXPECT_TRUE(threefry_recognized({.key = ThreefryVariant::kPair}));
+  // Words swapped: still threefry, with the key words passed one by one.
+  EXPECT_TRUE(threefry_recognized({.key = ThreefryVariant::kSwappedPair}));
 }
 
 TEST(Threefry, LookalikesAreInlined) {

@@ -3,6 +3,7 @@
 #include <array>
 #include <optional>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -89,14 +90,55 @@ uint64_t next(uint64_t& s) {
   return z ^ (z >> 31);
 }
 
-void rewrite_calls(ir::Region& r, const std::unordered_set<std::string_view>& threefry) {
+using Defs = std::unordered_map<uint32_t, const ir::Op*>;
+
+void collect_defs(const ir::Region& r, Defs& defs) {
+  ir::walk(r, [&](const ir::Op& op) {
+    for (const ir::Value& v : op.results) defs[v.id] = &op;
+  });
+}
+
+// The u32[2] key that the key words `k0` and `k1` are unpacked from, as jax unpacks them:
+// reshape(slice(key, [i:i+1])) for i = 0 and 1.
+std::optional<ir::Value> key_pair(const Defs& defs, const ir::Value& k0, const ir::Value& k1) {
+  auto def = [&](const ir::Value& v) {
+    auto it = defs.find(v.id);
+    return it == defs.end() ? nullptr : it->second;
+  };
+  auto word = [&](const ir::Value& v, int64_t i) -> std::optional<ir::Value> {
+    const ir::Op* reshape = def(v);
+    if (reshape == nullptr || reshape->kind != OpKind::kReshape || reshape->operands.size() != 1)
+      return std::nullopt;
+    const ir::Op* slice = def(reshape->operands[0]);
+    if (slice == nullptr || slice->kind != OpKind::kSlice || slice->operands.size() != 1)
+      return std::nullopt;
+    const ir::Value& key = slice->operands[0];
+    const std::vector<int64_t> strides = slice->get_i64s("strides");
+    if (!is_u32(key.type) || key.type->dims != std::vector<int64_t>{2} ||
+        slice->get_i64s("start_indices") != std::vector<int64_t>{i} ||
+        slice->get_i64s("limit_indices") != std::vector<int64_t>{i + 1} ||
+        !(strides.empty() || strides == std::vector<int64_t>{1}))
+      return std::nullopt;
+    return key;
+  };
+  std::optional<ir::Value> a = word(k0, 0), b = word(k1, 1);
+  if (!a || !b || !(*a == *b)) return std::nullopt;
+  return a;
+}
+
+void rewrite_calls(ir::Region& r, const std::unordered_set<std::string_view>& threefry,
+                   const Defs& defs) {
   for (ir::Block& b : r.blocks)
     for (ir::Op& op : b.ops) {
-      for (ir::Region& nested : op.regions) rewrite_calls(nested, threefry);
+      for (ir::Region& nested : op.regions) rewrite_calls(nested, threefry, defs);
       if (op.kind != OpKind::kFuncCall || !threefry.count(op.get_string("callee"))) continue;
       ir::Op call;
       call.kind = OpKind::kCustomCall;
       call.operands = op.operands;
+      // Both key words from one u32[2] key: the call reads the key itself (the unpacking ops,
+      // two slices and two reshapes per draw, then die unless read elsewhere).
+      if (std::optional<ir::Value> key = key_pair(defs, op.operands[0], op.operands[1]))
+        call.operands = {*key, op.operands[2], op.operands[3]};
       call.results = op.results;
       call.loc = op.loc;
       call.set_attr("call_target_name", ir::StringAttr{kThreefryTarget});
@@ -138,7 +180,11 @@ Status recognize_threefry(ir::Module& m) {
   for (const ir::Func& f : m.funcs)
     if (f.visibility == ir::Visibility::kPrivate && is_threefry_func(f)) threefry.insert(f.name);
   if (threefry.empty()) return Status();
-  for (ir::Func& f : m.funcs) rewrite_calls(f.body, threefry);
+  for (ir::Func& f : m.funcs) {
+    Defs defs;
+    collect_defs(f.body, defs);
+    rewrite_calls(f.body, threefry, defs);
+  }
   return Status();
 }
 

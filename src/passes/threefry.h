@@ -2,6 +2,9 @@
 //
 //   %y:2 = func.call @threefry2x32(%k0, %k1, %x0, %x1)
 //   ==>  %y:2 = stablehlo.custom_call @jaxmlx.threefry2x32(%k0, %k1, %x0, %x1)
+//   or   %y:2 = stablehlo.custom_call @jaxmlx.threefry2x32(%key, %x0, %x1)
+//        when %k0, %k1 are reshape(slice(%key, [0:1])), reshape(slice(%key, [1:2])) of one
+//        u32[2] %key, as jax unpacks a key (the unpacking ops then die unless read elsewhere)
 //
 // jax lowers its threefry2x32 primitive (every jax.random draw, split and fold_in) for a
 // platform without a custom kernel as a private func of ~180 u32 ops: 20 rounds of add, rotate
