@@ -264,7 +264,9 @@ import jax, jax.numpy as jnp, numpy as np
 mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]
 def dropout_mask(key): return jax.random.bernoulli(key, 0.9, (64, 33))
 def split_fold(key): return jax.random.key_data(jax.random.fold_in(jax.random.split(key, 5)[3], 7))
-for f in (dropout_mask, split_fold):
+def batched_normal(key):  # vmap batches the keys: u32[4,1,1] beside counters u32[1,7,3]
+  return jax.vmap(lambda k: jax.random.normal(k, (7, 3)))(jax.random.split(key, 4))
+for f in (dropout_mask, split_fold, batched_normal):
   want = np.asarray(jax.jit(f)(jax.device_put(jax.random.key(42), cpu)))
   for _ in range(2):  # the first call traces, the second replays
     got = np.asarray(jax.jit(f)(jax.device_put(jax.random.key(42), mlx)))
@@ -289,5 +291,6 @@ def test_threefry_is_one_primitive_on_the_cpu(tmp_path, on_mlx_cpu):
   # The key's two words are read in place: no slice or reshape unpacks them.
   assert last["jit_dropout_mask"]["Slice"] == 0, last["jit_dropout_mask"]
   assert last["jit_split_fold"]["Threefry2x32"] == 2, last["jit_split_fold"]
+  assert last["jit_batched_normal"]["Threefry2x32"] == 2, last["jit_batched_normal"]
   for c in last.values():
     assert c["LeftShift"] == 0 and c["BitwiseXor"] <= 1, c

@@ -511,6 +511,7 @@ struct ThreefryVariant {
   std::string name = "threefry2x32";
   int first_rotation = 13;       // jax's first rotation; another makes another function
   bool keys_as_counters = false;  // keys of the counters' shape (older jax broadcast them)
+  bool batched = false;  // vmap's form: keys u32[2,1], counters u32[1,3], results u32[2,3]
   bool key_injection_constant = true;  // the block number added at each key injection
   // main unpacks k0, k1 from one u32[2] key as jax does (reshape(slice(key, [i:i+1]))), with the
   // words in this order (swapped: k0 from key[1], which the pair form must not take).
@@ -523,25 +524,30 @@ ir::Module threefry_module(const ThreefryVariant& v) {
   Builder b{m};
   const ir::Type* s = m.types().tensor(ir::ElementType::kU32, {});
   const ir::Type* c = m.types().tensor(ir::ElementType::kU32, {2, 3});
-  const ir::Type* k = v.keys_as_counters ? c : s;
+  const ir::Type* k = v.batched ? m.types().tensor(ir::ElementType::kU32, {2, 1})
+                                 : (v.keys_as_counters ? c : s);
+  const ir::Type* counters = v.batched ? m.types().tensor(ir::ElementType::kU32, {1, 3}) : c;
   auto set_types = [&](ir::Func& f) {
-    f.arg_types = {k, k, c, c};
+    f.arg_types = {k, k, counters, counters};
     f.result_types = {c, c};
     for (int i = 0; i < 4; ++i) f.body.blocks[0].args[i].type = f.arg_types[i];
   };
   ir::Func& callee = b.func(v.name, 4, 2, /*is_private=*/true);
   set_types(callee);
   const std::vector<ir::Value> a = callee.args();
-  auto wide = [&](ir::Value x) { return x.type->rank() == 0 ? b.bcast(x, {}, c) : x; };
+  auto wide = [&](ir::Value x) {
+    if (x.type->rank() == 0) return b.bcast(x, {}, c);
+    return *x.type == *c ? x : b.bcast(x, {0, 1}, c);  // size-1 dims spread
+  };
   auto op2 = [&](OpKind kind, ir::Value x, ir::Value y) {
     return Builder::typed(b.op(kind, {x, y}, 1), x.type);
   };
   auto splat = [&](uint32_t bits) { return b.bcast(b.constant32(bits, s), {}, c); };
-  ir::Value ks[3] = {a[0], a[1],
-                     op2(OpKind::kXor, op2(OpKind::kXor, a[0], a[1]), b.constant32(0x1BD11BDAu, s))};
-  if (v.keys_as_counters) ks[2] = op2(OpKind::kXor, op2(OpKind::kXor, a[0], a[1]), splat(0x1BD11BDAu));
-  ir::Value x0 = op2(OpKind::kAdd, a[2], wide(ks[0]));
-  ir::Value x1 = op2(OpKind::kAdd, a[3], wide(ks[1]));
+  ir::Value magic = b.constant32(0x1BD11BDAu, s);
+  if (k->rank() != 0) magic = b.bcast(magic, {}, k);
+  const ir::Value ks[3] = {a[0], a[1], op2(OpKind::kXor, op2(OpKind::kXor, a[0], a[1]), magic)};
+  ir::Value x0 = op2(OpKind::kAdd, wide(a[2]), wide(ks[0]));
+  ir::Value x1 = op2(OpKind::kAdd, wide(a[3]), wide(ks[1]));
   const int rot[2][4] = {{v.first_rotation, 15, 26, 6}, {17, 29, 16, 24}};
   for (int block = 0; block < 5; ++block) {
     for (int r : rot[block % 2]) {
@@ -632,6 +638,7 @@ TEST(Threefry, JaxsFuncBecomesOneCall) {
   EXPECT_TRUE(threefry_recognized({}));
   EXPECT_TRUE(threefry_recognized({.name = "threefry2x32_0"}));
   EXPECT_TRUE(threefry_recognized({.keys_as_counters = true}));
+  EXPECT_TRUE(threefry_recognized({.batched = true}));
   EXPECT_TRUE(threefry_recognized({.key = ThreefryVariant::kPair}));
   // Words swapped: still threefry, with the key words passed one by one.
   EXPECT_TRUE(threefry_recognized({.key = ThreefryVariant::kSwappedPair}));

@@ -16,29 +16,36 @@ bool is_u32(const ir::Type* t) {
   return t != nullptr && t->ranked && t->dtype == ir::ElementType::kU32 && !t->has_dynamic_dims();
 }
 
-// A value's type as the body may use it: a u32 scalar, or u32 of the counters' dims.
-bool scalar_or_counter(const ir::Type* t, const ir::Type& counter) {
-  return is_u32(t) && (t->rank() == 0 || t->dims == counter.dims);
+// A value's type as the body may use it: a u32 scalar, or u32 of the result's rank whose every dim
+// is the result's or 1 (vmap's batched keys, u32[4,1,1] beside counters u32[1,7,3]).
+bool scalar_or_counter(const ir::Type* t, const ir::Type& result) {
+  if (!is_u32(t)) return false;
+  if (t->rank() == 0) return true;
+  if (t->rank() != result.rank()) return false;
+  for (size_t d = 0; d < t->dims.size(); ++d)
+    if (t->dims[d] != result.dims[d] && t->dims[d] != 1) return false;
+  return true;
 }
 
-// The body evaluated for one element of the counters: every value is one u32 (a scalar or the
-// element of a counter-shaped array). Empty when an op is outside the elementwise subset.
-std::optional<std::array<uint32_t, 2>> evaluate(const ir::Func& f, const ir::Type& counter,
+// The body evaluated for one element of the result: every value is one u32 (a scalar, or the
+// element at that position of an array broadcast to the result). Empty when an op is outside
+// the elementwise subset.
+std::optional<std::array<uint32_t, 2>> evaluate(const ir::Func& f, const ir::Type& result,
                                                 const std::array<uint32_t, 4>& args) {
-  std::vector<int64_t> identity(counter.dims.size());
+  std::vector<int64_t> identity(result.dims.size());
   for (size_t i = 0; i < identity.size(); ++i) identity[i] = static_cast<int64_t>(i);
   std::vector<uint32_t> v(f.num_values, 0);
   for (size_t i = 0; i < 4; ++i) v[f.args()[i].id] = args[i];
   for (const ir::Op& op : f.entry().ops) {
     if (!op.regions.empty()) return std::nullopt;
     for (const ir::Value& x : op.operands)
-      if (x.id >= f.num_values || !scalar_or_counter(x.type, counter)) return std::nullopt;
+      if (x.id >= f.num_values || !scalar_or_counter(x.type, result)) return std::nullopt;
     if (op.kind == OpKind::kFuncReturn) {
       if (op.operands.size() != 2) return std::nullopt;
       return std::array<uint32_t, 2>{v[op.operands[0].id], v[op.operands[1].id]};
     }
     if (op.results.size() != 1 || op.results[0].id >= f.num_values ||
-        !scalar_or_counter(op.results[0].type, counter))
+        !scalar_or_counter(op.results[0].type, result))
       return std::nullopt;
     uint32_t& out = v[op.results[0].id];
     auto arg = [&](size_t i) { return v[op.operands[i].id]; };
@@ -52,7 +59,7 @@ std::optional<std::array<uint32_t, 2>> evaluate(const ir::Func& f, const ir::Typ
         break;
       }
       case OpKind::kBroadcastInDim:
-        // From a scalar, or the identity on the counters' shape: the element stays the same.
+        // From a scalar, or dims in order (size-1 dims spread): the element stays the same.
         if (n != 1 || (op.operands[0].type->rank() != 0 &&
                        op.get_i64s("broadcast_dimensions") != identity))
           return std::nullopt;
@@ -73,11 +80,11 @@ std::optional<std::array<uint32_t, 2>> evaluate(const ir::Func& f, const ir::Typ
         break;
       default: return std::nullopt;
     }
-    // An elementwise op on counter-shaped values must give a counter-shaped value (a scalar
-    // result of a counter operand would be a reduction in disguise).
-    if (op.kind != OpKind::kBroadcastInDim && op.results[0].type->rank() == 0)
+    // Elementwise ops keep their operands' shape (StableHLO's rule; checked, so that no op
+    // reads other positions than its own).
+    if (op.kind != OpKind::kBroadcastInDim)
       for (const ir::Value& x : op.operands)
-        if (x.type->rank() != 0) return std::nullopt;
+        if (!(*x.type == *op.results[0].type)) return std::nullopt;
   }
   return std::nullopt;  // no func.return
 }
@@ -153,12 +160,11 @@ bool is_threefry_func(const ir::Func& f) {
   if (f.body.blocks.size() != 1 || f.args().size() != 4 || f.arg_types.size() != 4 ||
       f.result_types.size() != 2)
     return false;
-  const ir::Type* counter = f.arg_types[2];
-  if (!is_u32(counter) || !(*f.arg_types[3] == *counter) || !(*f.result_types[0] == *counter) ||
-      !(*f.result_types[1] == *counter))
-    return false;
-  for (int i = 0; i < 2; ++i)
-    if (!scalar_or_counter(f.arg_types[i], *counter)) return false;
+  // Every operand broadcasts to the result (the counters' shape, unless vmap batched the keys).
+  const ir::Type* result = f.result_types[0];
+  if (!is_u32(result) || !(*f.result_types[1] == *result)) return false;
+  for (int i = 0; i < 4; ++i)
+    if (!scalar_or_counter(f.arg_types[i], *result)) return false;
   std::vector<std::array<uint32_t, 4>> cases = {{0, 0, 0, 0},
                                                 {~0u, ~0u, ~0u, ~0u}};
   uint64_t seed = 0x7468726565667279ull;
@@ -167,7 +173,7 @@ bool is_threefry_func(const ir::Func& f) {
     cases.push_back({uint32_t(a), uint32_t(a >> 32), uint32_t(b), uint32_t(b >> 32)});
   }
   for (const auto& c : cases) {
-    std::optional<std::array<uint32_t, 2>> got = evaluate(f, *counter, c);
+    std::optional<std::array<uint32_t, 2>> got = evaluate(f, *result, c);
     uint32_t x0 = c[2], x1 = c[3];
     threefry2x32_reference(c[0], c[1], x0, x1);
     if (!got || (*got)[0] != x0 || (*got)[1] != x1) return false;

@@ -14,10 +14,10 @@
 // compiled loop) and to the same MLX ops elsewhere (lower/rng.h).
 //
 // A func is taken for threefry only when it is what its name says: named threefry2x32 (jax may
-// add a suffix), u32 operands (k0, k1: scalars or of the counters' shape; x0, x1) and two results
-// of the counters' shape, a body of elementwise u32 add / xor / or / and / shifts, constants and
-// scalar broadcasts only, and equal to threefry2x32_reference below on fixed test inputs
-// (evaluated here one element at a time). Anything else keeps its calls, which inline_calls then
+// add a suffix); u32 operands (k0, k1, x0, x1), each a scalar or broadcasting to its two results
+// (vmap batches keys as u32[B,1,1] beside counters u32[1,...]); a body of elementwise u32 add /
+// xor / or / and / shifts, constants and broadcasts only; and equal to threefry2x32_reference
+// below on fixed test inputs (evaluated here one element at a time). Anything else keeps its calls, which inline_calls then
 // inlines as before. Runs before inline_calls (run_passes).
 #pragma once
 
