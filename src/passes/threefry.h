@@ -17,8 +17,8 @@
 // add a suffix); u32 operands (k0, k1, x0, x1), each a scalar or broadcasting to its two results
 // (vmap batches keys as u32[B,1,1] beside counters u32[1,...]); a body of elementwise u32 add /
 // xor / or / and / shifts, constants and broadcasts only; and equal to threefry2x32_reference
-// below on fixed test inputs (evaluated here one element at a time). Anything else keeps its calls, which inline_calls then
-// inlines as before. Runs before inline_calls (run_passes).
+// below on fixed test inputs (evaluated here one element at a time). Anything else keeps its
+// calls, which inline_calls then inlines as before. Runs before inline_calls (run_passes).
 #pragma once
 
 #include <cstdint>
