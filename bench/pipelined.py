@@ -5,8 +5,8 @@ native MLX, each measured three ways in one process:
   launch     the time a call takes to return, without waiting (jax's dispatch + our enqueue;
              native: building the compiled graph)
 When sync ~ pipelined and launch is small, the device worker's own work per step (graph replay,
-MLX's per-primitive cost, the kernels) is the step's time (bench/README.md, "GPU fusion on the
-H200").
+MLX's per-primitive cost, the kernels) is the step's time (bench/README.md, "`JAXMLX_GPU_FUSION`
+on the H200").
 
   .venv/bin/python bench/pipelined.py [--only mlp] [--reps 3]
 """
