@@ -25,8 +25,8 @@ bool is_identity_target(std::string_view t) {
 }
 
 bool is_threefry_target(std::string_view t) {
-  return t == passes::kThreefryTarget || t == "threefry2x32" || t == "cu_threefry2x32" || t == "cu_threefry2x32_ffi" ||
-         t == "hip_threefry2x32" || t == "hip_threefry2x32_ffi";
+  return t == passes::kThreefryTarget || t == "threefry2x32" || t == "cu_threefry2x32" ||
+         t == "cu_threefry2x32_ffi" || t == "hip_threefry2x32" || t == "hip_threefry2x32_ffi";
 }
 
 bool is_callback_target(std::string_view t) {

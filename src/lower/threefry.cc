@@ -1,6 +1,8 @@
 // Threefry-2x32 as one primitive on MLX's CPU (lower/rng.h): a compiled loop over the counters
 // where the MLX ops would be ~160 primitives (or one fused chain interpreted op by op).
+#include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -96,10 +98,6 @@ class CpuThreefry final : public mx::Primitive {
   bool is_equivalent(const mx::Primitive&) const override { return true; }
 };
 
-}  // namespace
-
-namespace {
-
 // The primitive over `keys` (k0, k1, or one u32[2] key) and the counters, all u32 on the CPU.
 std::array<mx::array, 2> cpu_threefry(std::vector<mx::array> keys, const mx::array& x0,
                                       const mx::array& x1) {
@@ -120,7 +118,8 @@ std::array<mx::array, 2> cpu_threefry(std::vector<mx::array> keys, const mx::arr
   return {out[0], out[1]};
 }
 
-bool on_cpu(std::initializer_list<const mx::array*> all) {
+// Whether the primitive serves: the default device is MLX's CPU and every operand is u32.
+bool cpu_u32(std::initializer_list<const mx::array*> all) {
   for (const mx::array* a : all)
     if (a->dtype() != mx::uint32) return false;
   return mx::default_device().type == mx::Device::cpu;
@@ -130,12 +129,12 @@ bool on_cpu(std::initializer_list<const mx::array*> all) {
 
 std::array<mx::array, 2> threefry2x32(mx::array x0, mx::array x1, const mx::array& k0,
                                       const mx::array& k1) {
-  if (!on_cpu({&x0, &x1, &k0, &k1})) return threefry2x32_ops(x0, x1, k0, k1);
+  if (!cpu_u32({&x0, &x1, &k0, &k1})) return threefry2x32_ops(x0, x1, k0, k1);
   return cpu_threefry({k0, k1}, x0, x1);
 }
 
 std::array<mx::array, 2> threefry2x32(mx::array x0, mx::array x1, const mx::array& key) {
-  if (!on_cpu({&x0, &x1, &key}) || key.shape() != mx::Shape{2}) {
+  if (!cpu_u32({&x0, &x1, &key}) || key.shape() != mx::Shape{2}) {
     auto word = [&](int i) { return mx::reshape(mx::slice(key, {i}, {i + 1}), {}); };
     return threefry2x32_ops(x0, x1, word(0), word(1));
   }
