@@ -1,5 +1,8 @@
-// MLX settings that protect Metal, applied before MLX starts (macOS-specific in effect; on Linux
-// MLX never reads them, so setting them there is harmless and keeps one code path).
+// MLX settings that protect Metal, applied before MLX starts. macOS builds only: MLX's CUDA
+// backend reads the same two variables as the size of each CUDA graph it launches (on an H200 its
+// own default is 100 nodes / 1000 MB), and a graph's temporaries are freed only when the whole
+// graph has run, so 800 nodes there raised a training step's peak memory by ~40 % (bench/README.md,
+// "Peak memory on CUDA"). On MLX's CPU they mean nothing.
 //
 // MLX cuts a Metal command buffer every MLX_MAX_OPS_PER_BUFFER ops / MLX_MAX_MB_PER_BUFFER "MB"
 // (the latter actually counts elements). At MLX's defaults (40/40; 50/50 on Max/Ultra chips)
@@ -16,7 +19,8 @@ namespace jaxmlx::runtime {
 inline constexpr const char* kMetalMaxOpsPerBuffer = "800";
 inline constexpr const char* kMetalMaxMbPerBuffer = "512";
 
-// Sets MLX_MAX_OPS_PER_BUFFER and MLX_MAX_MB_PER_BUFFER unless already set. Idempotent.
+// On macOS, sets MLX_MAX_OPS_PER_BUFFER and MLX_MAX_MB_PER_BUFFER unless already set; elsewhere
+// does nothing. Idempotent.
 void apply_metal_settings();
 
 }  // namespace jaxmlx::runtime
