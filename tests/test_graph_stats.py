@@ -294,3 +294,42 @@ def test_threefry_is_one_primitive_on_the_cpu(tmp_path, on_mlx_cpu):
   assert last["jit_batched_normal"]["Threefry2x32"] == 2, last["jit_batched_normal"]
   for c in last.values():
     assert c["LeftShift"] == 0 and c["BitwiseXor"] <= 1, c
+
+
+@pytest.fixture
+def on_mlx_cuda(mlx_device):
+  import mlx.core as mx
+  if mlx_device.device_kind == "MLX cpu" or not mx.cuda.is_available():
+    pytest.skip(f"a route for MLX's CUDA backend; this is {mlx_device.device_kind}")
+
+
+def test_threefry_and_exact_fma_are_one_kernel_each_on_cuda(tmp_path, on_mlx_cuda):
+  # On MLX's CUDA backend threefry (~160 MLX ops) and the samplers' exact FMAs (~45 each) are one
+  # kernel of ours each (lower/cuda_kernels.h), with jax's CPU backend's bits. JAXMLX_CUDA_KERNELS=0
+  # gives the MLX ops back.
+  def counts(kernels: str):
+    log = tmp_path / f"stats-{kernels}.log"
+    env = dict(os.environ, JAXMLX_GRAPH_STATS=str(log), JAXMLX_CUDA_KERNELS=kernels)
+    r = subprocess.run([sys.executable, "-c", THREEFRY], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    last = {}
+    for line in log.read_text().splitlines():
+      if line.startswith("run "):
+        _, name, _, *kvs = line.split()
+        last[name] = collections.Counter({k: int(v) for k, v in (kv.rsplit("=", 1) for kv in kvs)})
+    return last
+
+  on, off = counts("1"), counts("0")
+  # The mask: one threefry and uniform's contracted (max - min) * u + min.
+  assert on["jit_dropout_mask"]["CustomKernel"] == 2, on["jit_dropout_mask"]
+  assert on["jit_split_fold"]["CustomKernel"] == 2, on["jit_split_fold"]
+  # Two threefry draws and the normal sampler's 31 contracted multiply-adds (erf_inv's
+  # polynomials: 31 Fma primitives on the CPU).
+  assert on["jit_batched_normal"]["CustomKernel"] == 33, on["jit_batched_normal"]
+  for name, c in on.items():
+    # No rotation is left, nor the emulated FMA's bit-mask split (one per FMA; the sampler
+    # itself has one BitwiseAnd).
+    assert c["LeftShift"] == 0 and c["BitwiseAnd"] <= 1, (name, c)
+    assert sum(c.values()) < sum(off[name].values()) / 3, (name, c, off[name])
+  assert all(c["CustomKernel"] == 0 for c in off.values()), off

@@ -2,8 +2,10 @@
 #include "lower/fma.h"
 
 #include <cmath>
+#include <optional>
 #include <utility>
 
+#include "lower/cuda_kernels.h"
 #include "lower/lowering.h"
 #include "lower/row_major.h"
 #include "lower/util.h"
@@ -125,6 +127,8 @@ StatusOr<Values> lower_fma_call(LowerContext& ctx, const ir::Op& op, const Value
   for (const mx::array& x : in)
     if ((t != mx::float32 && t != mx::float16) || x.dtype() != t || x.shape() != in[0].shape())
       return ctx.unsupported(op, "fma of operands other than f32 or f16 of one shape");
+  if (std::optional<mx::array> r = cuda_fma(in[0], in[1], in[2], neg_product, neg_addend))
+    return Values{*r};
   mx::array a = neg_product ? mx::negative(in[0]) : in[0];
   mx::array c = neg_addend ? mx::negative(in[2]) : in[2];
   if (t == mx::float16) {
@@ -144,7 +148,10 @@ mx::array exact_fma(const mx::array& a, const mx::array& b, const mx::array& c) 
   // rules) takes the emulation, which MLX's ops broadcast.
   const bool plain = a.dtype() == mx::float32 && b.dtype() == mx::float32 &&
                      c.dtype() == mx::float32 && b.shape() == a.shape() && c.shape() == a.shape();
-  if (device.type != mx::Device::cpu || !plain) return emulated_fma(a, b, c);
+  if (device.type != mx::Device::cpu || !plain) {
+    if (std::optional<mx::array> r = cuda_fma(a, b, c)) return *r;
+    return emulated_fma(a, b, c);
+  }
   return mx::array(a.shape(), mx::float32, std::make_shared<CpuFma>(mx::default_stream(device)),
                    {a, b, c});
 }

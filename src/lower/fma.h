@@ -25,8 +25,9 @@ namespace mx = mlx::core;
 //
 // On MLX's CPU the result is one "Fma" primitive computing std::fmaf, which is correctly rounded
 // by definition (hardware FMA, or glibc's exact software fmaf) and so exact everywhere; the CPU's
-// elementwise fusion (runtime/fused_elementwise.h) evaluates it inside chains. On a GPU it is
-// emulated_fma below (~45 MLX ops; MLX has no FMA op).
+// elementwise fusion (runtime/fused_elementwise.h) evaluates it inside chains. On MLX's CUDA
+// backend it is one kernel calling CUDA's fmaf (lower/cuda_kernels.h); on Metal, emulated_fma
+// below (~45 MLX ops; MLX has no FMA op).
 mx::array exact_fma(const mx::array& a, const mx::array& b, const mx::array& c);
 
 // out[k] = std::fmaf(a[k], b[k], c[k]) for k < n: what the Fma primitive and the CPU's fused

@@ -9,7 +9,8 @@ namespace jaxmlx::lower {
 
 // Threefry-2x32 with 20 rounds, as jax's threefry2x32 primitive and XLA's THREE_FRY compute it:
 // counters (x0, x1) under key (k0, k1); all uint32, broadcasting together. On MLX's CPU one
-// Threefry2x32 primitive (a compiled loop, lower/threefry.cc); elsewhere threefry2x32_ops.
+// Threefry2x32 primitive (a compiled loop, lower/threefry.cc); on CUDA one kernel
+// (lower/cuda_kernels.h); elsewhere threefry2x32_ops.
 std::array<mlx::core::array, 2> threefry2x32(mlx::core::array x0, mlx::core::array x1,
                                              const mlx::core::array& k0,
                                              const mlx::core::array& k1);

@@ -1,5 +1,6 @@
 // Threefry-2x32 as one primitive on MLX's CPU (lower/rng.h): a compiled loop over the counters
-// where the MLX ops would be ~160 primitives (or one fused chain interpreted op by op).
+// where the MLX ops would be ~160 primitives (or one fused chain interpreted op by op). On MLX's
+// CUDA backend one kernel of ours (lower/cuda_kernels.h); on Metal the MLX ops.
 #include <array>
 #include <cstdint>
 #include <initializer_list>
@@ -7,6 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "lower/cuda_kernels.h"
 #include "lower/rng.h"
 #include "lower/row_major.h"
 #include "mlx/backend/cpu/encoder.h"
@@ -129,12 +131,16 @@ bool cpu_u32(std::initializer_list<const mx::array*> all) {
 
 std::array<mx::array, 2> threefry2x32(mx::array x0, mx::array x1, const mx::array& k0,
                                       const mx::array& k1) {
-  if (!cpu_u32({&x0, &x1, &k0, &k1})) return threefry2x32_ops(x0, x1, k0, k1);
+  if (!cpu_u32({&x0, &x1, &k0, &k1})) {
+    if (auto y = cuda_threefry(k0, k1, x0, x1)) return *y;
+    return threefry2x32_ops(x0, x1, k0, k1);
+  }
   return cpu_threefry({k0, k1}, x0, x1);
 }
 
 std::array<mx::array, 2> threefry2x32(mx::array x0, mx::array x1, const mx::array& key) {
   if (!cpu_u32({&x0, &x1, &key}) || key.shape() != mx::Shape{2}) {
+    if (auto y = cuda_threefry(key, key, x0, x1, /*key_pair=*/true)) return *y;
     auto word = [&](int i) { return mx::reshape(mx::slice(key, {i}, {i + 1}), {}); };
     return threefry2x32_ops(x0, x1, word(0), word(1));
   }
