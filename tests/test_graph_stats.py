@@ -26,6 +26,7 @@ g = rng.integers(-4, 5, (8, 16)).astype(np.float32)
 w = rng.integers(-4, 5, (32, 16)).astype(np.float32)
 img = rng.integers(-4, 5, (2, 6, 6, 4)).astype(np.float32)
 k = rng.integers(-4, 5, (3, 3, 4, 6)).astype(np.float32)
+lab = rng.integers(0, 8, (4,)).astype(np.int32)
 
 def row_sum(x): return jnp.sum(x, axis=1)
 def int_row_sum(i): return jnp.sum(i, axis=1)
@@ -50,8 +51,10 @@ def grouped_conv(img, k):
 def depthwise_conv(img, k):
   return jax.lax.conv_general_dilated(img, k[:, :, :1, :4], (1, 1), "SAME", feature_group_count=4,
                                       dimension_numbers=("NHWC", "HWIO", "NHWC"))
+def label_pick_grad(x, lab):  # a cross-entropy's label pick and its transpose
+  return jax.grad(lambda x: (jnp.take_along_axis(x, lab[:, None], axis=1) ** 2).sum())(x)
 
-for f, args in [(row_sum, (x,)), (int_row_sum, (i,)), (row_max, (x,)), (centered, (x,)),
+for f, args in [(label_pick_grad, (x, lab)), (row_sum, (x,)), (int_row_sum, (i,)), (row_max, (x,)), (centered, (x,)),
                 (biased, (x3, b)), (times_transposed, (g, w)), (row_times_transposed, (g, w)),
                 (times_plain, (g,)), (conv, (img, k)), (conv_input_dilated, (img, k)),
                 (conv_input_dilated_9x, (img, k)), (grouped_conv, (img, k)),
@@ -93,12 +96,21 @@ def stats(request, tmp_path_factory):
 
 
 def test_every_program_is_counted(stats):
-  assert set(stats) == {"jit_row_sum", "jit_int_row_sum", "jit_row_max", "jit_centered",
+  assert set(stats) == {"jit_label_pick_grad", "jit_row_sum", "jit_int_row_sum", "jit_row_max", "jit_centered",
                         "jit_biased", "jit_times_transposed", "jit_row_times_transposed",
                         "jit_times_plain", "jit_conv", "jit_conv_input_dilated",
                         "jit_conv_input_dilated_9x", "jit_grouped_conv",
                         "jit_depthwise_conv"}
   assert all(c["Sum"] == 1 for n, c in stats.items() if "sum" in n), stats
+
+
+def test_take_along_axis_and_its_transpose_are_one_kernel_each(stats):
+  # Batching dims paired in place: MLX's take_along_axis / scatter_add_axis, without the batch
+  # coordinates (Arange) or the padding block (Concatenate) of the general gather and scatter.
+  c = stats["jit_label_pick_grad"]
+  assert c["GatherAxis"] == 1 and c["ScatterAxis_Sum"] == 1, c
+  assert c["Gather"] == 0 and c["Scatter_Sum"] == 0 and c["Arange"] == 0, c
+  assert c["Concatenate"] == 0 and c["AsType"] <= 1, c
 
 
 def test_sums_from_jaxs_zero_add_no_init(stats):

@@ -9,6 +9,7 @@
 // window dims moved to offset_dims. Pure data movement, so every storage dtype works (f64 and
 // c128 included: their bits are moved, never computed on).
 #include <algorithm>
+#include <optional>
 
 #include "lower/gather_util.h"
 #include "lower/shape_util.h"
@@ -19,6 +20,54 @@ using namespace shape_util;
 using namespace gather_util;
 
 namespace {
+
+// jax's take_along_axis (and the gathers vmap makes of per-row indexing): every operand dim but
+// `axis` is a batching dim paired with the indices dim at the same place, one start per element
+// along `axis`, windows of one element: MLX's take_along_axis over the clamped starts, one
+// kernel where the general gather also builds each batching dim's coordinates. nullopt when the
+// gather has another form.
+std::optional<mx::array> take_along_axis_form(const ir::GatherDims& dn, const ir::Type& t,
+                                              const mx::array& x, const mx::array& indices,
+                                              const std::vector<int64_t>& slice_sizes,
+                                              const mx::Shape& out_shape) {
+  const int64_t rank = t.rank();
+  if (dn.start_index_map.size() != 1 || trailing_rank(t) != 0 || !dn.offset_dims.empty() ||
+      static_cast<int64_t>(dn.operand_batching_dims.size()) != rank - 1)
+    return std::nullopt;
+  const int64_t axis = dn.start_index_map[0];
+  if (dn.collapsed_slice_dims != std::vector<int64_t>{axis}) return std::nullopt;
+  for (int64_t size : slice_sizes)
+    if (size != 1) return std::nullopt;
+  const int64_t ivd = dn.index_vector_dim;
+  const mx::Shape batch = batch_shape(indices.shape(), ivd);
+  if (static_cast<int64_t>(batch.size()) != rank || batch != out_shape) return std::nullopt;
+  for (size_t i = 0; i < dn.operand_batching_dims.size(); ++i) {
+    const int64_t d = dn.operand_batching_dims[i], id = dn.start_indices_batching_dims[i];
+    if (d == axis || id == ivd || batch_pos(id, ivd) != d || batch[d] != t.dims[d])
+      return std::nullopt;
+  }
+  const mx::array starts = clamp_start(index_component(indices, ivd, 0), t.dims[axis] - 1);
+  return mx::take_along_axis(x, starts, static_cast<int>(axis));
+}
+
+// Starts known when lowering (jnp.take with a static index: one index vector of equal
+// components): the one window is a static slice. nullopt otherwise.
+std::optional<mx::array> constant_window(const ir::GatherDims& dn, const ir::Type& t,
+                                         const mx::array& x, const mx::array& indices,
+                                         const mx::Shape& batch,
+                                         const std::vector<int64_t>& slice_sizes) {
+  if (!batch.empty() || !dn.operand_batching_dims.empty() || trailing_rank(t) != 0 ||
+      indices.dtype() == mx::uint64)
+    return std::nullopt;
+  const std::optional<int64_t> v = splat_int_constant(indices);
+  if (!v) return std::nullopt;
+  mx::Shape start(t.rank(), 0), stop = to_shape(slice_sizes);
+  for (int64_t d : dn.start_index_map) {
+    start[d] = static_cast<int>(std::clamp<int64_t>(*v, 0, t.dims[d] - slice_sizes[d]));
+    stop[d] = start[d] + static_cast<int>(slice_sizes[d]);
+  }
+  return mx::slice(x, start, stop);
+}
 
 StatusOr<Values> gather_with_sizes(LowerContext& ctx, const ir::Op& op, const Values& in,
                                    const std::vector<int64_t>& slice_sizes) {
@@ -46,10 +95,16 @@ StatusOr<Values> gather_with_sizes(LowerContext& ctx, const ir::Op& op, const Va
   const mx::Shape out_shape = storage_shape(rt);
   if (rt.num_elements() == 0) return Values{mx::zeros(out_shape, in[0].dtype())};
 
+  if (std::optional<mx::array> g =
+          take_along_axis_form(*dn, t, in[0], in[1], slice_sizes, out_shape))
+    return Values{*g};
   const mx::Shape batch = batch_shape(in[1].shape(), ivd);
+  std::optional<mx::array> window;
+  if (!dn->start_index_map.empty())
+    window = constant_window(*dn, t, in[0], in[1], batch, slice_sizes);
   std::vector<mx::array> starts;
   std::vector<int> axes;
-  for (size_t k = 0; k < dn->start_index_map.size(); ++k) {
+  for (size_t k = 0; k < dn->start_index_map.size() && !window; ++k) {
     const int64_t d = dn->start_index_map[k];
     mx::array s = index_component(in[1], ivd, static_cast<int>(k));
     starts.push_back(clamp_start(s, t.dims[d] - slice_sizes[d]));
@@ -64,7 +119,7 @@ StatusOr<Values> gather_with_sizes(LowerContext& ctx, const ir::Op& op, const Va
   mx::array x = in[0];
   mx::Shape sizes = to_shape(slice_sizes);
   extend_trailing(t, nullptr, &sizes, nullptr);
-  if (axes.empty()) {
+  if (axes.empty() && !window) {
     // Every slice starts at 0: gather from a leading size-1 dim so MLX still broadcasts.
     x = mx::expand_dims(x, 0);
     sizes.insert(sizes.begin(), 1);
@@ -72,7 +127,7 @@ StatusOr<Values> gather_with_sizes(LowerContext& ctx, const ir::Op& op, const Va
     axes.push_back(0);
   }
   for (mx::array& s : starts) s = mx::broadcast_to(s, batch);
-  mx::array g = mx::gather(x, starts, axes, sizes);  // batch + sizes
+  mx::array g = window ? *window : mx::gather(x, starts, axes, sizes);  // batch + sizes
 
   // Drop the collapsed and batching dims (size 1): batch + window dims (+ c128's trailing dim).
   mx::Shape kept = batch;
@@ -85,7 +140,8 @@ StatusOr<Values> gather_with_sizes(LowerContext& ctx, const ir::Op& op, const Va
   g = mx::reshape(g, kept);
   std::vector<int> perm = place_window_dims(dn->offset_dims, static_cast<int>(rt.rank()),
                                             static_cast<int>(batch.size()), trailing_rank(t));
-  return Values{mx::reshape(mx::transpose(g, perm), out_shape)};
+  if (!std::is_sorted(perm.begin(), perm.end())) g = mx::transpose(g, perm);
+  return Values{mx::reshape(g, out_shape)};
 }
 
 StatusOr<Values> lower_gather(LowerContext& ctx, const ir::Op& op, const Values& in) {

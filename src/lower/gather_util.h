@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "lower/util.h"
@@ -47,10 +48,16 @@ inline int batch_pos(int64_t d, int64_t index_vector_dim) {
   return static_cast<int>(d > index_vector_dim ? d - 1 : d);
 }
 
-// Component k of every index vector; shape = batch shape, the indices' dtype.
+// Component k of every index vector; shape = batch shape, the indices' dtype. Views (a slice
+// and a squeeze), where a take would be a gather kernel.
 inline mx::array index_component(const mx::array& indices, int64_t index_vector_dim, int k) {
   if (index_vector_dim >= static_cast<int64_t>(indices.ndim())) return indices;
-  return mx::take(indices, k, static_cast<int>(index_vector_dim));
+  const int v = static_cast<int>(index_vector_dim);
+  if (indices.shape(v) == 1) return mx::squeeze(indices, v);
+  mx::Shape start(indices.ndim(), 0), stop = indices.shape();
+  start[v] = k;
+  stop[v] = k + 1;
+  return mx::squeeze(mx::slice(indices, start, stop), v);
 }
 
 // The batch coordinate along batch dim `pos`, as int32, broadcast to the batch shape: the start
@@ -69,8 +76,11 @@ inline mx::array starts_as_i64(const mx::array& s, int64_t cap) {
   return mx::astype(x, mx::int64);
 }
 
-// spec: gather — each start is clamped into [0, hi] so the whole slice fits; as int32.
+// spec: gather — each start is clamped into [0, hi] so the whole slice fits; as int32 (int32
+// starts, jax's, are clamped as they are).
 inline mx::array clamp_start(const mx::array& s, int64_t hi) {
+  if (s.dtype() == mx::int32 && hi >= 0 && hi <= std::numeric_limits<int32_t>::max())
+    return mx::clip(s, int_scalar(0, mx::int32), int_scalar(hi, mx::int32));
   mx::array x = starts_as_i64(s, hi);
   x = mx::clip(x, int_scalar(0, mx::int64), int_scalar(hi, mx::int64));
   return mx::astype(x, mx::int32);

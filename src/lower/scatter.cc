@@ -82,6 +82,9 @@ struct Plan {
   bool leading_dim = false;    // a size-1 dim 0 was added (no scattered or batching dims)
   int pad_axis = -1;           // -1: no window can be dropped
   int pad_dim = 0;             // size of pad_axis before padding
+  // Instead of a padding block (add bodies over int32 starts): which windows fit (batch shape);
+  // a dropped one is sent to 0 and its update becomes the body's identity.
+  std::optional<mx::array> fits;
 
   int64_t num_windows() const {  // update windows: the product of the batch dims
     int64_t n = 1;
@@ -115,9 +118,23 @@ StatusOr<std::vector<int64_t>> window_sizes(LowerContext& ctx, const ir::Op& op,
 // Starts for the scattered dims. spec/XLA: a window is dropped unless 0 <= start <= dim - size
 // in every scattered dim; a dropped window goes to the padding block along the first one.
 void add_scattered_starts(Plan& p, const ir::ScatterDims& dn, const mx::array& indices,
-                          const std::vector<int64_t>& dims, const std::vector<int64_t>& wsize) {
+                          const std::vector<int64_t>& dims, const std::vector<int64_t>& wsize,
+                          bool mask) {
   const auto& sd = dn.scatter_dims_to_operand_dims;
   if (sd.empty()) return;
+  if (mask && indices.dtype() == mx::int32) {
+    // Negative starts read as uint32 are >= 2^31, beyond any int32 bound.
+    for (size_t k = 0; k < sd.size(); ++k) {
+      mx::array s = index_component(indices, dn.index_vector_dim, static_cast<int>(k));
+      mx::array ok = mx::less_equal(mx::astype(s, mx::uint32),
+                                    int_scalar(dims[sd[k]] - wsize[sd[k]], mx::uint32));
+      p.fits = p.fits ? mx::logical_and(*p.fits, ok) : ok;
+      p.idx.push_back(s);
+      p.axes.push_back(static_cast<int>(sd[k]));
+    }
+    for (mx::array& s : p.idx) s = mx::where(*p.fits, s, int_scalar(0, mx::int32));
+    return;
+  }
   std::vector<mx::array> starts;
   std::optional<mx::array> valid;
   for (size_t k = 0; k < sd.size(); ++k) {
@@ -142,7 +159,7 @@ void add_scattered_starts(Plan& p, const ir::ScatterDims& dn, const mx::array& i
 }
 
 StatusOr<Plan> make_plan(LowerContext& ctx, const ir::Op& op, const ir::ScatterDims& dn,
-                         const mx::array& indices, size_t n) {
+                         const mx::array& indices, size_t n, bool mask = false) {
   const ir::Type& t = operand_type(op, 0);
   const ir::Type& it = operand_type(op, n);
   const ir::Type& ut = operand_type(op, n + 1);
@@ -160,7 +177,10 @@ StatusOr<Plan> make_plan(LowerContext& ctx, const ir::Op& op, const ir::ScatterD
   Plan p;
   p.batch = batch_shape(indices.shape(), ivd);
   ASSIGN_OR_RETURN(std::vector<int64_t> wsize, window_sizes(ctx, op, dn, n, p.batch.size()));
-  add_scattered_starts(p, dn, indices, t.dims, wsize);
+  add_scattered_starts(p, dn, indices, t.dims, wsize,
+                       mask && std::all_of(t.dims.begin(), t.dims.end(), [](int64_t d) {
+                         return d <= std::numeric_limits<int32_t>::max();
+                       }));
   for (size_t i = 0; i < bd.size(); ++i) {
     const int64_t id = dn.scatter_indices_batching_dims[i];
     if (id < 0 || id >= it.rank() || id == ivd) return ctx.malformed(op, "bad batching dim");
@@ -411,6 +431,80 @@ StatusOr<Values> scatter_in_order(LowerContext& ctx, const ir::Op& op, const Pla
   return xs;
 }
 
+// One update window at starts known when lowering (the transpose of jnp.take with a static
+// index: one index vector of equal components, no batch): a static slice update, or `x`
+// unchanged when the window does not fit (XLA drops it). Replace and add only; nullopt for any
+// other form.
+std::optional<mx::array> constant_window_scatter(const ir::Op& op, const ir::ScatterDims& dn,
+                                                 Combiner c, const mx::array& x,
+                                                 const mx::array& indices, const mx::array& u) {
+  const ir::Type& t = operand_type(op, 0);
+  if ((c != Combiner::kAdd && c != Combiner::kReplace) || trailing_rank(t) != 0 ||
+      !dn.input_batching_dims.empty() || dn.scatter_dims_to_operand_dims.empty() ||
+      indices.dtype() == mx::uint64 || !batch_shape(indices.shape(), dn.index_vector_dim).empty())
+    return std::nullopt;
+  const std::optional<int64_t> v = splat_int_constant(indices);
+  if (!v) return std::nullopt;
+  // No batch: the update's dims are the window's, in the operand's order.
+  mx::Shape window;
+  size_t j = 0;
+  for (int64_t d = 0; d < t.rank(); ++d) {
+    if (contains(dn.inserted_window_dims, d)) {
+      window.push_back(1);
+    } else {
+      if (j >= u.ndim()) return std::nullopt;
+      window.push_back(u.shape(static_cast<int>(j++)));
+    }
+  }
+  if (j != u.ndim()) return std::nullopt;
+  mx::Shape start(t.rank(), 0), stop = window;
+  for (int64_t d : dn.scatter_dims_to_operand_dims) {
+    if (*v < 0 || *v + window[d] > t.dims[d]) return x;
+    start[d] = static_cast<int>(*v);
+    stop[d] = start[d] + window[d];
+  }
+  mx::array w = mx::astype(mx::reshape(u, window), x.dtype());
+  if (c == Combiner::kAdd) w = mx::add(mx::slice(x, start, stop), w);
+  return mx::slice_update(x, w, start, stop);
+}
+
+// The transpose of jax's take_along_axis: every operand dim but `axis` a batching dim paired
+// with the indices dim at the same place, one int32 index per update element along `axis`, an
+// add body: MLX's scatter_add_axis, where the general scatter builds each batching dim's
+// coordinates and a padding block. An out-of-range index (XLA drops its update) adds -0 (or 0)
+// at index 0, which changes no element. nullopt for any other form.
+std::optional<mx::array> add_along_axis(const ir::Op& op, const ir::ScatterDims& dn, Combiner c,
+                                        const mx::array& x, const mx::array& indices,
+                                        const mx::array& u) {
+  const ir::Type& t = operand_type(op, 0);
+  const int64_t rank = t.rank();
+  if (c != Combiner::kAdd || trailing_rank(t) != 0 || dn.scatter_dims_to_operand_dims.size() != 1 ||
+      !dn.update_window_dims.empty() || indices.dtype() != mx::int32 ||
+      !(is_float(x.dtype()) || mx::issubdtype(x.dtype(), mx::integer)) ||
+      static_cast<int64_t>(dn.input_batching_dims.size()) != rank - 1)
+    return std::nullopt;
+  const int64_t axis = dn.scatter_dims_to_operand_dims[0];
+  if (dn.inserted_window_dims != std::vector<int64_t>{axis}) return std::nullopt;
+  const int64_t ivd = dn.index_vector_dim;
+  const mx::Shape batch = batch_shape(indices.shape(), ivd);
+  if (static_cast<int64_t>(batch.size()) != rank || u.shape() != batch) return std::nullopt;
+  for (size_t i = 0; i < dn.input_batching_dims.size(); ++i) {
+    const int64_t d = dn.input_batching_dims[i], id = dn.scatter_indices_batching_dims[i];
+    if (d == axis || id == ivd || batch_pos(id, ivd) != d || batch[d] != t.dims[d])
+      return std::nullopt;
+  }
+  if (t.dims[axis] > std::numeric_limits<int32_t>::max()) return std::nullopt;
+  const mx::array idx = index_component(indices, ivd, 0);
+  // Negative indices read as uint32 are >= 2^31, beyond any int32 dim.
+  const mx::array valid = mx::less(mx::astype(idx, mx::uint32),
+                                   int_scalar(t.dims[axis], mx::uint32));
+  const mx::array none = is_float(x.dtype()) ? float_scalar(-0.0, x.dtype())
+                                             : int_scalar(0, x.dtype());
+  const mx::array w = mx::where(valid, mx::astype(u, x.dtype()), none);
+  return mx::scatter_add_axis(x, mx::where(valid, idx, int_scalar(0, mx::int32)), w,
+                              static_cast<int>(axis), scatter_device(x.dtype(), c));
+}
+
 // Whether a replacing scatter goes through scatter_last_wins: when order matters here and
 // two windows could write one element (jax's unique_indices=True promises they cannot).
 bool ordered_replace(const ir::Op& op, const Plan& p, const mx::array& x) {
@@ -435,11 +529,27 @@ StatusOr<Values> lower_scatter(LowerContext& ctx, const ir::Op& op, const Values
   if (c == Combiner::kKeep) return xs;
   // Replace moves bits (any storage dtype); the others compute in the element type.
   if (c != Combiner::kReplace) RETURN_IF_ERROR(require_native(ctx, op));
-  ASSIGN_OR_RETURN(Plan p, make_plan(ctx, op, *dn, in[n], n));
+  if (n == 1) {
+    if (std::optional<mx::array> r = constant_window_scatter(op, *dn, c, xs[0], in[1], in[2]))
+      return Values{mx::reshape(*r, storage_shape(result_type(op, 0)))};
+    if (std::optional<mx::array> r = add_along_axis(op, *dn, c, xs[0], in[1], in[2]))
+      return Values{*r};
+  }
+  // A sum needs no padding block: a dropped window adds -0 (0 for integers), which changes
+  // nothing, at start 0.
+  const mx::Dtype dt = xs[0].dtype();
+  const bool mask = c == Combiner::kAdd && (is_float(dt) || mx::issubdtype(dt, mx::integer));
+  ASSIGN_OR_RETURN(Plan p, make_plan(ctx, op, *dn, in[n], n, mask));
   Values us;
   for (size_t j = 0; j < n; ++j) {
     xs[j] = prepare_operand(p, xs[j]);
     us.push_back(prepare_updates(p, *dn, in[n + 1 + j], trailing_rank(t)));
+  }
+  if (p.fits) {
+    mx::Shape at = p.batch;
+    at.resize(at.size() + p.window.size(), 1);
+    const mx::array none = is_float(dt) ? float_scalar(-0.0, dt) : int_scalar(0, dt);
+    us[0] = mx::where(mx::reshape(*p.fits, at), mx::astype(us[0], dt), none);
   }
   Values out;
   if (c == Combiner::kGeneral) {

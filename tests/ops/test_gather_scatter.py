@@ -159,6 +159,62 @@ def test_take_along_axis(dt, axis):
   check(lambda a, j: jnp.take_along_axis(a, j, axis=axis), x, i)
 
 
+@pytest.mark.parametrize("mode", ["clip", "fill", "promise_in_bounds"])
+def test_take_along_axis_out_of_range(mode):
+  # jax's take_along_axis is a gather whose other dims are batching dims: MLX's take_along_axis
+  # over clamped starts (gather.cc, take_along_axis_form). Out-of-range and negative starts clamp.
+  x = values(np.float32, (4, 6), 2)
+  i = np.array([[0, 9, -1], [5, -30, 2], [7, 7, 0], [-6, 6, 1]], np.int32)
+  check(lambda a, j: jnp.take_along_axis(a, j, axis=1, mode=mode), x, i)
+  check(lambda a, j: jnp.take_along_axis(a, j, axis=0, mode=mode), x.T, i.T)
+  raw = lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(1,),
+                                   start_index_map=(1,), operand_batching_dims=(0,),
+                                   start_indices_batching_dims=(0,))
+  check(lambda a, j: lax.gather(a, j[..., None], raw, (1, 1), mode="promise_in_bounds"), x, i)
+
+
+def test_take_along_axis_grad_drops_out_of_range_and_keeps_signed_zeros():
+  # The transpose (scatter-add with batching dims) is MLX's scatter_add_axis; a dropped update
+  # adds -0 at index 0, which leaves every element's bits, -0 included (scatter.cc,
+  # add_along_axis).
+  x = np.array([[-0.0, 1.5, -0.0, 2.0], [-0.0, -0.0, 3.0, -1.0]], np.float32)
+  u = np.array([[1.0, -0.0, 4.0], [-0.0, 2.5, 8.0]], np.float32)
+  i = np.array([[2, 9, -1], [-5, 3, 4]], np.int32)
+  dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(1,),
+                                   scatter_dims_to_operand_dims=(1,), operand_batching_dims=(0,),
+                                   scatter_indices_batching_dims=(0,))
+  fn = lambda a, j, v: lax.scatter_add(a, j[..., None], v, dn,
+                                       mode=lax.GatherScatterMode.FILL_OR_DROP)
+  check_signed_zeros(fn, x, i, u)
+  check(lambda a, j, v: fn(a.astype(np.int32), j, v.astype(np.int32)), x, i, u * 3)
+  check(jax.grad(lambda a, j: jnp.sum(jnp.take_along_axis(a, j, axis=1, mode="fill") ** 2)),
+        values(np.float32, (2, 4), 5), i)
+
+
+@pytest.mark.parametrize("k", [0, 3, 7, -1])
+def test_static_take_and_its_transpose(k):
+  # jnp.take with a static index gathers at a constant start (a static slice, gather.cc,
+  # constant_window); its transpose scatters at one (scatter.cc, constant_window_scatter).
+  # Out of range: the gather clamps, the scatter drops the window.
+  x = values(np.float32, (5, 4), 7)
+  for mode in ("clip", "fill"):
+    check(lambda a: jnp.take(a, k, axis=1, mode=mode), x)
+  check(jax.grad(lambda a: jnp.sum(jnp.take(a, k, axis=1, mode="fill") * 3.0)), x)
+  check(lambda a, v: a.at[:, k].add(v, mode="drop"), x, values(np.float32, (5,), 8))
+  check(lambda a, v: a.at[k].set(v, mode="drop"), x, values(np.float32, (4,), 9))
+
+
+def test_scatter_add_rows_drop_keeps_signed_zeros():
+  # An add scatter over int32 starts sends a dropped window to start 0 with -0 updates instead
+  # of a padding block (scatter.cc, Plan::fits): the bits of -0 at row 0 stay.
+  x = np.array([[-0.0, -0.0], [1.0, -0.0], [-0.0, 2.0]], np.float32)
+  u = np.array([[1.0, 2.0], [-0.0, 5.0], [7.0, 8.0]], np.float32)
+  i = np.array([9, 1, 5], np.int32)  # jax wraps negative indices: none here
+  check_signed_zeros(lambda a, j, v: a.at[j].add(v, mode="drop"), x, i, u)
+  check(lambda a, j, v: a.at[j].add(v, mode="drop"), x.astype(np.int16), i,
+        u.astype(np.int16) + 3)
+
+
 def test_argsort_take_along_axis():
   x = values(np.float32, (4, 6), 3)
   check(lambda a: jnp.take_along_axis(a, jnp.argmax(a, axis=1, keepdims=True), axis=1), x)
