@@ -112,6 +112,10 @@ std::optional<mx::array> fast_reduce(ir::OpKind k, const mx::array& x, const mx:
   const mx::Dtype acc = is_half_float(out) ? mx::float32 : out;
   const bool identity = init_is_identity(k, init, out);
   mx::array xa = mx::astype(x, acc), ia = mx::astype(init, acc);
+  // `and` from true, `or` from false: MLX's all / any alone.
+  const std::optional<bool> bool_init = is_bool ? splat_bool_constant(init) : std::nullopt;
+  const bool bool_identity =
+      bool_init && ((k == ir::OpKind::kAnd && *bool_init) || (k == ir::OpKind::kOr && !*bool_init));
   switch (k) {
     case ir::OpKind::kAdd:
       if (is_bool) return std::nullopt;
@@ -136,9 +140,11 @@ std::optional<mx::array> fast_reduce(ir::OpKind k, const mx::array& x, const mx:
     }
     case ir::OpKind::kAnd:
       if (!is_bool) return std::nullopt;
+      if (bool_identity) return mx::all(xa, axes);
       return mx::logical_and(mx::all(xa, axes), ia);
     case ir::OpKind::kOr:
       if (!is_bool) return std::nullopt;
+      if (bool_identity) return mx::any(xa, axes);
       return mx::logical_or(mx::any(xa, axes), ia);
     default:
       return std::nullopt;
@@ -217,6 +223,16 @@ StatusOr<Values> lower_reduce(LowerContext& ctx, const ir::Op& op, const Values&
     Values res;
     for (size_t i = 0; i < n; ++i)
       res.push_back(mx::broadcast_to(inits[i], storage_shape(result_type(op, i))));
+    return res;
+  }
+  // One element per result (every reduced dim of size 1): XLA's simplifier makes the reduce a
+  // reshape of its operands, whatever the init and the body (jaxlib 0.10.2: lax.reduce of an
+  // f32[3,1] from 5.0 with add over dim 1 is the operand, -0 and NaN payloads kept). jax's bounds
+  // checks reduce their one-component index vectors so.
+  if (count == 1) {
+    Values res;
+    for (size_t i = 0; i < n; ++i)
+      res.push_back(mx::reshape(xs[i], storage_shape(result_type(op, i))));
     return res;
   }
   if (n == 1 && is_native(t.dtype) && !axes.empty()) {

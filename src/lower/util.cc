@@ -146,6 +146,14 @@ std::optional<int64_t> splat_int_constant(const mx::array& in) {
   }
 }
 
+std::optional<bool> splat_bool_constant(const mx::array& in) {
+  std::optional<mx::array> data = constant_data(in);
+  if (!data || data->dtype() != mx::bool_) return std::nullopt;
+  std::optional<int64_t> v = splat_of<bool>(*data);
+  if (!v) return std::nullopt;
+  return *v != 0;
+}
+
 std::optional<double> splat_float_constant(const mx::array& in) {
   std::optional<mx::array> data = constant_data(in);
   if (!data) return std::nullopt;

@@ -49,6 +49,8 @@ bool on_cuda_gpu();
 // The value of `a` when it is a constant whose elements are all equal (a data array, or a
 // broadcast of one) and is integral; nullopt otherwise. Never evaluates anything.
 std::optional<int64_t> splat_int_constant(const mx::array& a);
+// The same for bool constants.
+std::optional<bool> splat_bool_constant(const mx::array& a);
 // The same for floating-point constants (float32, float16, bfloat16), as a double: the sign of
 // a zero and infinities are kept; a NaN splat gives nullopt. Never evaluates anything.
 std::optional<double> splat_float_constant(const mx::array& a);

@@ -490,3 +490,37 @@ def test_body_captures_outer_values(captured):
   want = run_stablehlo(REDUCE_CAPTURE_TEXT.format(outer="", inner=const), "cpu", x, s)
   got = run_stablehlo(REDUCE_CAPTURE_TEXT.format(outer=outer, inner=""), "mlx", x, s)
   np.testing.assert_array_equal(got[0], want[0])
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16, np.int32, np.uint8],
+                         ids=ids([np.float32, np.float16, np.int32, np.uint8]))
+def test_reduce_over_dims_of_one_element_is_the_element(dt):
+  # XLA's simplifier turns a reduce whose reduced dims have one element into a reshape, whatever
+  # the init and the body (src/lower/reduce.cc): NaN payloads, -0 and infinities are kept and a
+  # non-identity init is not folded in. Compared as bits.
+  if np.dtype(dt).kind == "f":
+    x = np.array([-0.0, 0.0, np.nan, np.inf, -np.inf, 1.5], dt).reshape(6, 1, 1)
+    bits = np.uint32 if dt == np.float32 else np.uint16
+  else:
+    x = values(dt, (6, 1, 1), 3)
+    bits = None
+  as_bits = lambda r: r if bits is None else lax.bitcast_convert_type(r, bits)
+  five = np.array(5, dt)
+  fns = [lambda a: jnp.max(a, axis=(1, 2)), lambda a: jnp.min(a, axis=(1, 2)),
+         lambda a: lax.reduce(a, five, lax.add, (1,)), lambda a: lax.reduce(a, five, lax.max, (1, 2))]
+  if dt != np.float16:  # jnp.sum of f16 sums in f32: a NaN's f16 payload is convert's, not ours
+    fns.append(lambda a: jnp.sum(a, axis=2))
+  for f in fns:
+    check(lambda a, f=f: as_bits(f(a)), x)
+
+
+def test_and_or_over_dims_of_one_element():
+  # jax's bounds checks reduce one-component index vectors with `and` from true; a non-identity
+  # init is not folded in there either (XLA's reshape).
+  x = np.array([[True], [False], [True]])
+  for red in (jnp.all, jnp.any):
+    check(lambda a, red=red: (red(a, axis=1), red(a, axis=0)), x)
+  for body in (lax.bitwise_and, lax.bitwise_or):
+    for init in (True, False):
+      check(lambda a, body=body, init=init: (lax.reduce(a, init, body, (1,)),
+                                             lax.reduce(a, init, body, (0,))), x)
