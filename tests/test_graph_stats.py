@@ -286,11 +286,9 @@ for f in (dropout_mask, split_fold, batched_normal):
 """
 
 
-def test_threefry_is_one_primitive_on_the_cpu(tmp_path, on_mlx_cpu):
-  # jax's threefry2x32 func (~180 u32 ops per draw, split and fold_in) is one Threefry2x32
-  # primitive on MLX's CPU (passes/threefry.h), and its bits stay jax's CPU backend's.
-  log = tmp_path / "stats.log"
-  env = dict(os.environ, JAXMLX_GRAPH_STATS=str(log), JAXMLX_CPU_FUSION="0")
+def threefry_counts(log, **env) -> dict[str, collections.Counter]:
+  """Program name -> primitive counts of its last run of THREEFRY, in a child with `env`."""
+  env = dict(os.environ, JAXMLX_GRAPH_STATS=str(log), **env)
   r = subprocess.run([sys.executable, "-c", THREEFRY], capture_output=True, text=True, env=env,
                      timeout=300)
   assert r.returncode == 0, r.stderr[-3000:]
@@ -299,6 +297,13 @@ def test_threefry_is_one_primitive_on_the_cpu(tmp_path, on_mlx_cpu):
     if line.startswith("run "):
       _, name, _, *kvs = line.split()
       last[name] = collections.Counter({k: int(v) for k, v in (kv.rsplit("=", 1) for kv in kvs)})
+  return last
+
+
+def test_threefry_is_one_primitive_on_the_cpu(tmp_path, on_mlx_cpu):
+  # jax's threefry2x32 func (~180 u32 ops per draw, split and fold_in) is one Threefry2x32
+  # primitive on MLX's CPU (passes/threefry.h), and its bits stay jax's CPU backend's.
+  last = threefry_counts(tmp_path / "stats.log", JAXMLX_CPU_FUSION="0")
   assert last["jit_dropout_mask"]["Threefry2x32"] == 1, last["jit_dropout_mask"]
   # The key's two words are read in place: no slice or reshape unpacks them.
   assert last["jit_dropout_mask"]["Slice"] == 0, last["jit_dropout_mask"]
@@ -319,20 +324,8 @@ def test_threefry_and_exact_fma_are_one_kernel_each_on_cuda(tmp_path, on_mlx_cud
   # On MLX's CUDA backend threefry (~160 MLX ops) and the samplers' exact FMAs (~45 each) are one
   # kernel of ours each (lower/cuda_kernels.h), with jax's CPU backend's bits. JAXMLX_CUDA_KERNELS=0
   # gives the MLX ops back.
-  def counts(kernels: str):
-    log = tmp_path / f"stats-{kernels}.log"
-    env = dict(os.environ, JAXMLX_GRAPH_STATS=str(log), JAXMLX_CUDA_KERNELS=kernels)
-    r = subprocess.run([sys.executable, "-c", THREEFRY], capture_output=True, text=True, env=env,
-                       timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    last = {}
-    for line in log.read_text().splitlines():
-      if line.startswith("run "):
-        _, name, _, *kvs = line.split()
-        last[name] = collections.Counter({k: int(v) for k, v in (kv.rsplit("=", 1) for kv in kvs)})
-    return last
-
-  on, off = counts("1"), counts("0")
+  on = threefry_counts(tmp_path / "on.log", JAXMLX_CUDA_KERNELS="1")
+  off = threefry_counts(tmp_path / "off.log", JAXMLX_CUDA_KERNELS="0")
   # The mask: one threefry and uniform's contracted (max - min) * u + min.
   assert on["jit_dropout_mask"]["CustomKernel"] == 2, on["jit_dropout_mask"]
   assert on["jit_split_fold"]["CustomKernel"] == 2, on["jit_split_fold"]
