@@ -529,17 +529,18 @@ StatusOr<Values> lower_scatter(LowerContext& ctx, const ir::Op& op, const Values
   if (c == Combiner::kKeep) return xs;
   // Replace moves bits (any storage dtype); the others compute in the element type.
   if (c != Combiner::kReplace) RETURN_IF_ERROR(require_native(ctx, op));
+  // A sum needs no padding block: a dropped window adds -0 (0 for integers), which changes
+  // nothing, at start 0.
+  const mx::Dtype dt = xs[0].dtype();
+  const bool mask = c == Combiner::kAdd && (is_float(dt) || mx::issubdtype(dt, mx::integer));
+  // (make_plan also checks the dimension numbers the forms below rely on.)
+  ASSIGN_OR_RETURN(Plan p, make_plan(ctx, op, *dn, in[n], n, mask));
   if (n == 1) {
     if (std::optional<mx::array> r = constant_window_scatter(op, *dn, c, xs[0], in[1], in[2]))
       return Values{mx::reshape(*r, storage_shape(result_type(op, 0)))};
     if (std::optional<mx::array> r = add_along_axis(op, *dn, c, xs[0], in[1], in[2]))
       return Values{*r};
   }
-  // A sum needs no padding block: a dropped window adds -0 (0 for integers), which changes
-  // nothing, at start 0.
-  const mx::Dtype dt = xs[0].dtype();
-  const bool mask = c == Combiner::kAdd && (is_float(dt) || mx::issubdtype(dt, mx::integer));
-  ASSIGN_OR_RETURN(Plan p, make_plan(ctx, op, *dn, in[n], n, mask));
   Values us;
   for (size_t j = 0; j < n; ++j) {
     xs[j] = prepare_operand(p, xs[j]);
