@@ -64,10 +64,28 @@ std::optional<mx::array> beside_infinity(const Values& in, bool is_max) {
   return std::nullopt;
 }
 
+// A float max (min) with a constant c that is not NaN, nor -0 for max (+0 for min): jax's relu,
+// max(x, 0), and clips. float_max's answer in 3 ops instead of ~11: c where x <= c (x >= c for
+// min; a zero x against c = +0 gives +0, as max(-0, +0) must), else x + -0, which is x exactly
+// (-0 included) and quiets a NaN as float_max's `a + b` does.
+std::optional<mx::array> beside_constant(const Values& in, bool is_max) {
+  for (int i = 0; i < 2; ++i) {
+    std::optional<double> v = splat_float_constant(in[i]);
+    if (!v || in[1 - i].shape() != in[i].shape()) continue;
+    if (*v == 0 && std::signbit(*v) == is_max) continue;  // max with -0, min with +0
+    const mx::array& x = in[1 - i];
+    mx::array c = float_scalar(*v, x.dtype());
+    mx::array keep_c = is_max ? mx::less_equal(x, c) : mx::greater_equal(x, c);
+    return mx::where(keep_c, c, mx::add(x, float_scalar(-0.0, x.dtype())));
+  }
+  return std::nullopt;
+}
+
 mx::array lower_max(const Values& in, E t) {
   if (t == E::kPred) return mx::logical_or(in[0], in[1]);
   if (!ir::is_float(t)) return mx::maximum(in[0], in[1]);
   if (std::optional<mx::array> x = beside_infinity(in, /*is_max=*/true)) return *x;
+  if (std::optional<mx::array> x = beside_constant(in, /*is_max=*/true)) return *x;
   return ew::float_max(in[0], in[1]);
 }
 
@@ -75,6 +93,7 @@ mx::array lower_min(const Values& in, E t) {
   if (t == E::kPred) return mx::logical_and(in[0], in[1]);
   if (!ir::is_float(t)) return mx::minimum(in[0], in[1]);
   if (std::optional<mx::array> x = beside_infinity(in, /*is_max=*/false)) return *x;
+  if (std::optional<mx::array> x = beside_constant(in, /*is_max=*/false)) return *x;
   return ew::float_min(in[0], in[1]);
 }
 
