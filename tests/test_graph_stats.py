@@ -54,7 +54,8 @@ def depthwise_conv(img, k):
 def label_pick_grad(x, lab):  # a cross-entropy's label pick and its transpose
   return jax.grad(lambda x: (jnp.take_along_axis(x, lab[:, None], axis=1) ** 2).sum())(x)
 
-for f, args in [(label_pick_grad, (x, lab)), (row_sum, (x,)), (int_row_sum, (i,)), (row_max, (x,)), (centered, (x,)),
+for f, args in [(label_pick_grad, (x, lab)),
+                (row_sum, (x,)), (int_row_sum, (i,)), (row_max, (x,)), (centered, (x,)),
                 (biased, (x3, b)), (times_transposed, (g, w)), (row_times_transposed, (g, w)),
                 (times_plain, (g,)), (conv, (img, k)), (conv_input_dilated, (img, k)),
                 (conv_input_dilated_9x, (img, k)), (grouped_conv, (img, k)),
@@ -96,7 +97,8 @@ def stats(request, tmp_path_factory):
 
 
 def test_every_program_is_counted(stats):
-  assert set(stats) == {"jit_label_pick_grad", "jit_row_sum", "jit_int_row_sum", "jit_row_max", "jit_centered",
+  assert set(stats) == {"jit_label_pick_grad",
+                        "jit_row_sum", "jit_int_row_sum", "jit_row_max", "jit_centered",
                         "jit_biased", "jit_times_transposed", "jit_row_times_transposed",
                         "jit_times_plain", "jit_conv", "jit_conv_input_dilated",
                         "jit_conv_input_dilated_9x", "jit_grouped_conv",

@@ -507,7 +507,8 @@ def test_reduce_over_dims_of_one_element_is_the_element(dt):
   as_bits = lambda r: r if bits is None else lax.bitcast_convert_type(r, bits)
   five = np.array(5, dt)
   fns = [lambda a: jnp.max(a, axis=(1, 2)), lambda a: jnp.min(a, axis=(1, 2)),
-         lambda a: lax.reduce(a, five, lax.add, (1,)), lambda a: lax.reduce(a, five, lax.max, (1, 2))]
+         lambda a: lax.reduce(a, five, lax.add, (1,)),
+         lambda a: lax.reduce(a, five, lax.max, (1, 2))]
   if dt != np.float16:  # jnp.sum of f16 sums in f32: a NaN's f16 payload is convert's, not ours
     fns.append(lambda a: jnp.sum(a, axis=2))
   for f in fns:
