@@ -29,8 +29,8 @@ inline constexpr char kFmaTarget[] = "jaxmlx.fma";    // a*b + c
 inline constexpr char kFmsTarget[] = "jaxmlx.fms";    // a*b - c
 inline constexpr char kFnmaTarget[] = "jaxmlx.fnma";  // c - a*b
 
-// Where to contract. The exact FMA is one primitive on MLX's CPU but ~45 MLX ops on GPUs
-// (lower/fma.h), so by default only jax.random's samplers are contracted: that is where users
+// Where to contract. The exact FMA is one primitive on MLX's CPU and one kernel on CUDA
+// (lower/cuda_kernels.h), but ~45 MLX ops on Metal (lower/fma.h), so by default only jax.random's samplers are contracted: that is where users
 // need bit-exact results (random floats equal to jax's CPU backend's); elsewhere float results
 // are within the documented tolerances either way.
 enum class FmaContraction { kNone, kSamplers, kAll };
