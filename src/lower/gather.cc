@@ -56,8 +56,8 @@ std::optional<mx::array> constant_window(const ir::GatherDims& dn, const ir::Typ
                                          const mx::array& x, const mx::array& indices,
                                          const mx::Shape& batch,
                                          const std::vector<int64_t>& slice_sizes) {
-  if (!batch.empty() || !dn.operand_batching_dims.empty() || trailing_rank(t) != 0 ||
-      indices.dtype() == mx::uint64)
+  if (!batch.empty() || !dn.operand_batching_dims.empty() || dn.start_index_map.empty() ||
+      trailing_rank(t) != 0 || indices.dtype() == mx::uint64)
     return std::nullopt;
   const std::optional<int64_t> v = splat_int_constant(indices);
   if (!v) return std::nullopt;
@@ -99,35 +99,37 @@ StatusOr<Values> gather_with_sizes(LowerContext& ctx, const ir::Op& op, const Va
           take_along_axis_form(*dn, t, in[0], in[1], slice_sizes, out_shape))
     return Values{*g};
   const mx::Shape batch = batch_shape(in[1].shape(), ivd);
-  std::optional<mx::array> window;
-  if (!dn->start_index_map.empty())
-    window = constant_window(*dn, t, in[0], in[1], batch, slice_sizes);
-  std::vector<mx::array> starts;
-  std::vector<int> axes;
-  for (size_t k = 0; k < dn->start_index_map.size() && !window; ++k) {
-    const int64_t d = dn->start_index_map[k];
-    mx::array s = index_component(in[1], ivd, static_cast<int>(k));
-    starts.push_back(clamp_start(s, t.dims[d] - slice_sizes[d]));
-    axes.push_back(static_cast<int>(d));
+  // batch + sizes: a static slice when the starts are constants, else MLX's gather.
+  mx::array g = in[0];
+  if (std::optional<mx::array> window = constant_window(*dn, t, in[0], in[1], batch, slice_sizes)) {
+    g = *window;
+  } else {
+    std::vector<mx::array> starts;
+    std::vector<int> axes;
+    for (size_t k = 0; k < dn->start_index_map.size(); ++k) {
+      const int64_t d = dn->start_index_map[k];
+      mx::array s = index_component(in[1], ivd, static_cast<int>(k));
+      starts.push_back(clamp_start(s, t.dims[d] - slice_sizes[d]));
+      axes.push_back(static_cast<int>(d));
+    }
+    for (size_t i = 0; i < bdims.size(); ++i) {
+      const int64_t id = dn->start_indices_batching_dims[i];
+      if (id < 0 || id >= it.rank() || id == ivd) return ctx.malformed(op, "bad batching dim");
+      starts.push_back(batch_iota(batch, batch_pos(id, ivd)));
+      axes.push_back(static_cast<int>(bdims[i]));
+    }
+    mx::Shape sizes = to_shape(slice_sizes);
+    extend_trailing(t, nullptr, &sizes, nullptr);
+    if (axes.empty()) {
+      // Every slice starts at 0: gather from a leading size-1 dim so MLX still broadcasts.
+      g = mx::expand_dims(g, 0);
+      sizes.insert(sizes.begin(), 1);
+      starts.push_back(mx::zeros(batch, mx::int32));
+      axes.push_back(0);
+    }
+    for (mx::array& s : starts) s = mx::broadcast_to(s, batch);
+    g = mx::gather(g, starts, axes, sizes);
   }
-  for (size_t i = 0; i < bdims.size(); ++i) {
-    const int64_t id = dn->start_indices_batching_dims[i];
-    if (id < 0 || id >= it.rank() || id == ivd) return ctx.malformed(op, "bad batching dim");
-    starts.push_back(batch_iota(batch, batch_pos(id, ivd)));
-    axes.push_back(static_cast<int>(bdims[i]));
-  }
-  mx::array x = in[0];
-  mx::Shape sizes = to_shape(slice_sizes);
-  extend_trailing(t, nullptr, &sizes, nullptr);
-  if (axes.empty() && !window) {
-    // Every slice starts at 0: gather from a leading size-1 dim so MLX still broadcasts.
-    x = mx::expand_dims(x, 0);
-    sizes.insert(sizes.begin(), 1);
-    starts.push_back(mx::zeros(batch, mx::int32));
-    axes.push_back(0);
-  }
-  for (mx::array& s : starts) s = mx::broadcast_to(s, batch);
-  mx::array g = window ? *window : mx::gather(x, starts, axes, sizes);  // batch + sizes
 
   // Drop the collapsed and batching dims (size 1): batch + window dims (+ c128's trailing dim).
   mx::Shape kept = batch;

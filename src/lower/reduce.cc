@@ -71,9 +71,13 @@ mx::array signed_zero_extreme(const mx::array& x, const mx::array& init,
 
 // Whether `init` is the identity of the single-op body `k` in dtype `out`, so that folding it
 // in changes nothing: MLX's reductions start from that identity themselves (a float sum from
-// +0, so it never returns -0 and adding +0 is exact; max from -inf; ...).
+// +0, so it never returns -0 and adding +0 is exact; max from -inf; `and` from true; ...).
 bool init_is_identity(ir::OpKind k, const mx::array& init, mx::Dtype out) {
-  if (out == mx::bool_ || out == mx::complex64) return false;
+  if (out == mx::bool_) {
+    std::optional<bool> v = splat_bool_constant(init);
+    return v && ((k == ir::OpKind::kAnd && *v) || (k == ir::OpKind::kOr && !*v));
+  }
+  if (out == mx::complex64) return false;
   if (mx::issubdtype(out, mx::floating)) {
     std::optional<double> v = splat_float_constant(init);
     if (!v) return false;
@@ -112,10 +116,6 @@ std::optional<mx::array> fast_reduce(ir::OpKind k, const mx::array& x, const mx:
   const mx::Dtype acc = is_half_float(out) ? mx::float32 : out;
   const bool identity = init_is_identity(k, init, out);
   mx::array xa = mx::astype(x, acc), ia = mx::astype(init, acc);
-  // `and` from true, `or` from false: MLX's all / any alone.
-  const std::optional<bool> bool_init = is_bool ? splat_bool_constant(init) : std::nullopt;
-  const bool bool_identity =
-      bool_init && ((k == ir::OpKind::kAnd && *bool_init) || (k == ir::OpKind::kOr && !*bool_init));
   switch (k) {
     case ir::OpKind::kAdd:
       if (is_bool) return std::nullopt;
@@ -140,11 +140,11 @@ std::optional<mx::array> fast_reduce(ir::OpKind k, const mx::array& x, const mx:
     }
     case ir::OpKind::kAnd:
       if (!is_bool) return std::nullopt;
-      if (bool_identity) return mx::all(xa, axes);
+      if (identity) return mx::all(xa, axes);
       return mx::logical_and(mx::all(xa, axes), ia);
     case ir::OpKind::kOr:
       if (!is_bool) return std::nullopt;
-      if (bool_identity) return mx::any(xa, axes);
+      if (identity) return mx::any(xa, axes);
       return mx::logical_or(mx::any(xa, axes), ia);
     default:
       return std::nullopt;

@@ -115,6 +115,24 @@ StatusOr<std::vector<int64_t>> window_sizes(LowerContext& ctx, const ir::Op& op,
   return wsize;
 }
 
+bool is_float(mx::Dtype d) { return mx::issubdtype(d, mx::floating); }
+
+// Whether an add scatter into `dt` may send a dropped update somewhere as add_identity(dt)
+// instead of into a padding block: real numbers (not bool, not complex).
+bool drops_as_identity(mx::Dtype dt) { return is_float(dt) || mx::issubdtype(dt, mx::integer); }
+
+// The update that changes no element under an add: -0 for floats (x + -0 is x, -0 included),
+// 0 for integers.
+mx::array add_identity(mx::Dtype dt) {
+  return is_float(dt) ? float_scalar(-0.0, dt) : int_scalar(0, dt);
+}
+
+// Whether each int32 start `s` has 0 <= s <= hi (hi < 2^31): negative starts read as uint32 are
+// >= 2^31, beyond any such bound.
+mx::array start_within(const mx::array& s, int64_t hi) {
+  return mx::less_equal(mx::astype(s, mx::uint32), int_scalar(hi, mx::uint32));
+}
+
 // Starts for the scattered dims. spec/XLA: a window is dropped unless 0 <= start <= dim - size
 // in every scattered dim; a dropped window goes to the padding block along the first one.
 void add_scattered_starts(Plan& p, const ir::ScatterDims& dn, const mx::array& indices,
@@ -123,11 +141,9 @@ void add_scattered_starts(Plan& p, const ir::ScatterDims& dn, const mx::array& i
   const auto& sd = dn.scatter_dims_to_operand_dims;
   if (sd.empty()) return;
   if (mask && indices.dtype() == mx::int32) {
-    // Negative starts read as uint32 are >= 2^31, beyond any int32 bound.
     for (size_t k = 0; k < sd.size(); ++k) {
       mx::array s = index_component(indices, dn.index_vector_dim, static_cast<int>(k));
-      mx::array ok = mx::less_equal(mx::astype(s, mx::uint32),
-                                    int_scalar(dims[sd[k]] - wsize[sd[k]], mx::uint32));
+      mx::array ok = start_within(s, dims[sd[k]] - wsize[sd[k]]);
       p.fits = p.fits ? mx::logical_and(*p.fits, ok) : ok;
       p.idx.push_back(s);
       p.axes.push_back(static_cast<int>(sd[k]));
@@ -234,7 +250,6 @@ mx::array prepare_updates(const Plan& p, const ir::ScatterDims& dn, const mx::ar
   return mx::reshape(mx::transpose(u, perm), shape);
 }
 
-bool is_float(mx::Dtype d) { return mx::issubdtype(d, mx::floating); }
 
 // IEEE floats as signed integers of the same width whose order is the total order
 // -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN. NaNs become the extreme key that wins
@@ -480,7 +495,7 @@ std::optional<mx::array> add_along_axis(const ir::Op& op, const ir::ScatterDims&
   const int64_t rank = t.rank();
   if (c != Combiner::kAdd || trailing_rank(t) != 0 || dn.scatter_dims_to_operand_dims.size() != 1 ||
       !dn.update_window_dims.empty() || indices.dtype() != mx::int32 ||
-      !(is_float(x.dtype()) || mx::issubdtype(x.dtype(), mx::integer)) ||
+      !drops_as_identity(x.dtype()) ||
       static_cast<int64_t>(dn.input_batching_dims.size()) != rank - 1)
     return std::nullopt;
   const int64_t axis = dn.scatter_dims_to_operand_dims[0];
@@ -495,12 +510,8 @@ std::optional<mx::array> add_along_axis(const ir::Op& op, const ir::ScatterDims&
   }
   if (t.dims[axis] > std::numeric_limits<int32_t>::max()) return std::nullopt;
   const mx::array idx = index_component(indices, ivd, 0);
-  // Negative indices read as uint32 are >= 2^31, beyond any int32 dim.
-  const mx::array valid = mx::less(mx::astype(idx, mx::uint32),
-                                   int_scalar(t.dims[axis], mx::uint32));
-  const mx::array none = is_float(x.dtype()) ? float_scalar(-0.0, x.dtype())
-                                             : int_scalar(0, x.dtype());
-  const mx::array w = mx::where(valid, mx::astype(u, x.dtype()), none);
+  const mx::array valid = start_within(idx, t.dims[axis] - 1);
+  const mx::array w = mx::where(valid, mx::astype(u, x.dtype()), add_identity(x.dtype()));
   return mx::scatter_add_axis(x, mx::where(valid, idx, int_scalar(0, mx::int32)), w,
                               static_cast<int>(axis), scatter_device(x.dtype(), c));
 }
@@ -532,7 +543,7 @@ StatusOr<Values> lower_scatter(LowerContext& ctx, const ir::Op& op, const Values
   // A sum needs no padding block: a dropped window adds -0 (0 for integers), which changes
   // nothing, at start 0.
   const mx::Dtype dt = xs[0].dtype();
-  const bool mask = c == Combiner::kAdd && (is_float(dt) || mx::issubdtype(dt, mx::integer));
+  const bool mask = c == Combiner::kAdd && drops_as_identity(dt);
   // (make_plan also checks the dimension numbers the forms below rely on.)
   ASSIGN_OR_RETURN(Plan p, make_plan(ctx, op, *dn, in[n], n, mask));
   if (n == 1) {
@@ -549,8 +560,7 @@ StatusOr<Values> lower_scatter(LowerContext& ctx, const ir::Op& op, const Values
   if (p.fits) {
     mx::Shape at = p.batch;
     at.resize(at.size() + p.window.size(), 1);
-    const mx::array none = is_float(dt) ? float_scalar(-0.0, dt) : int_scalar(0, dt);
-    us[0] = mx::where(mx::reshape(*p.fits, at), mx::astype(us[0], dt), none);
+    us[0] = mx::where(mx::reshape(*p.fits, at), mx::astype(us[0], dt), add_identity(dt));
   }
   Values out;
   if (c == Combiner::kGeneral) {

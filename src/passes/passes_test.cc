@@ -611,7 +611,9 @@ bool threefry_recognized(const ThreefryVariant& v) {
     const ir::Op& op = m.funcs[0].entry().ops[unpacking];
     EXPECT_EQ(op.get_string("call_target_name"), kThreefryTarget);
     EXPECT_EQ(op.operands.size(), pair ? 3u : 4u);
-    if (pair) EXPECT_EQ(op.operands[0].id, m.funcs[0].args()[0].id);
+    if (pair) {
+      EXPECT_EQ(op.operands[0].id, m.funcs[0].args()[0].id);
+    }
     EXPECT_EQ(count_ops(m, OpKind::kSlice), static_cast<int>(unpacking / 2));
     EXPECT_EQ(m.funcs[0].entry().ops.size(), unpacking + 2);  // and the return
   } else {
