@@ -1,7 +1,8 @@
 """Runs on the calling thread (DeviceWorker::run_here_if_idle, JAXMLX_CALLER_RUNS).
 
 On MLX's CPU, a small replayed program (and a small device_put) is run by the thread that calls
-Execute when the device worker is idle, instead of being handed to the worker. These tests drive
+Execute when the device worker is idle, instead of being handed to the worker; on CUDA, a program
+of a few primitives, which the caller then waits for as the worker would. These tests drive
 that path the way jax does -- repeated calls of the same small programs, from several threads, with
 donation, deletion, recompilation and injected failures -- and compare every result with numpy or
 with jax's CPU backend, bit for bit. The mechanism itself (who runs what, in which order) is
@@ -147,27 +148,28 @@ def test_a_failed_run_on_the_caller_fails_its_outputs_only(mlx_device):
 
 def test_mlx_streams_of_the_calling_thread_are_kept(mlx_device):
   mx = pytest.importorskip("mlx.core")
+  kinds = [k for k in (mx.cpu, mx.gpu) if mx.is_available(k)]
   f = jax.jit(lambda x: x + 1)
   x = jax.device_put(np.zeros(4, np.float32), mlx_device)
-  mine = mx.default_stream(mx.cpu)
+  mine = [mx.default_stream(k) for k in kinds]
   for _ in range(5):
     jax.block_until_ready(f(x))
-  assert mx.default_stream(mx.cpu) == mine
+  assert [mx.default_stream(k) for k in kinds] == mine
   np.testing.assert_array_equal(np.array(mx.array([1, 2]) + 1), [2, 3])
 
   seen = {}
 
-  def fresh_thread():  # never used MLX before: it gets a stream of its own afterwards
+  def fresh_thread():  # never used MLX before: it gets streams of its own afterwards
     for _ in range(5):
       jax.block_until_ready(f(x))
-    seen["stream"] = mx.default_stream(mx.cpu)
+    seen["streams"] = [mx.default_stream(k) for k in kinds]
     seen["value"] = np.array(mx.array([3.0]) * 2)
 
   th = threading.Thread(target=fresh_thread)
   th.start()
   th.join(60)
   np.testing.assert_array_equal(seen["value"], [6.0])
-  assert seen["stream"] != mine
+  assert all(theirs != ours for theirs, ours in zip(seen["streams"], mine))
 
 
 _CHILD = r"""

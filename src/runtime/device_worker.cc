@@ -27,7 +27,7 @@ constexpr std::chrono::milliseconds kLazyDelay{2};
 thread_local const DeviceWorker* t_acting_for = nullptr;
 
 // While a thread runs tasks in the worker's place: it counts as the worker, and MLX's ops and
-// evaluations on it use the worker's CPU stream. The thread's own default stream comes back
+// evaluations on it use the worker's stream. The thread's own default stream comes back
 // afterwards (made first if it had none, as MLX would on its first op: MLX cannot unset one).
 class ActingAsWorker {
  public:
@@ -109,14 +109,18 @@ DeviceWorker::~DeviceWorker() {
 Status DeviceWorker::init_device() {
   return guard("MLX device init", [this] {
     bool gpu = mx::gpu::is_available();
+    bool metal = gpu && mx::metal::is_available();
     mx::Device dev = gpu ? mx::Device(mx::Device::gpu, 0) : mx::Device(mx::Device::cpu, 0);
     mx::set_default_device(dev);
-    if (!gpu) {
+    // A stream another thread may use in the worker's place (run_here_if_idle): MLX keeps the
+    // command encoders of other streams per thread. On MLX's CPU and CUDA backends; Metal keeps
+    // the worker's own stream (no Mac here to check Metal's encoders from a second thread).
+    if (!metal) {
       shared_stream_ = mx::new_thread_unsafe_stream(dev);
       mx::set_default_stream(*shared_stream_);
     }
     info_.is_gpu = gpu;
-    info_.is_metal = gpu && mx::metal::is_available();
+    info_.is_metal = metal;
     const auto& props = mx::device_info(dev);
     std::string name;
     if (auto it = props.find("device_name"); it != props.end()) {

@@ -63,9 +63,9 @@ class DeviceWorker {
 
   // Runs `task` on the calling thread in the worker's place, if the worker is idle with no
   // urgent work queued: queued lazy tasks run first (FIFO), then `task`, with this thread
-  // counting as the worker (on_worker_thread(); posts from it run inline) and MLX's CPU stream
+  // counting as the worker (on_worker_thread(); posts from it run inline) and the MLX stream
   // of the worker as its default stream; the worker starts nothing meanwhile. False, with
-  // nothing run, when the worker is busy, this is not MLX's CPU, or a jaxlib callback is
+  // nothing run, when the worker is busy, MLX runs on Metal, or a jaxlib callback is
   // running on one of our threads (it may wait for Python's GIL, which the caller may hold).
   // Saves the caller -> worker thread hand-off on a small run (bench/README.md, "Runs on the
   // calling thread"). JAXMLX_CALLER_RUNS=0 (read when the worker starts) turns it off. The
@@ -100,9 +100,9 @@ class DeviceWorker {
   DeviceInfo info_;
   std::thread thread_;
   std::thread::id thread_id_;
-  // On MLX's CPU: the worker's default stream, made with new_thread_unsafe_stream so that
-  // another thread may use it in the worker's place (MLX keeps other streams' CPU command
-  // encoders per thread). None on GPUs: runs stay on the worker.
+  // On MLX's CPU and CUDA: the worker's default stream, made with new_thread_unsafe_stream so
+  // that another thread may use it in the worker's place (MLX keeps other streams' command
+  // encoders per thread). None on Metal: runs stay on the worker.
   std::optional<mlx::core::Stream> shared_stream_;
   bool lend_ = true;  // JAXMLX_CALLER_RUNS
 };

@@ -231,6 +231,13 @@ class ReplayedFn {
 // run (decode_token of the benchmarks: 126 primitives, 5.3 MB).
 constexpr size_t kCallerRunPrimitives = 256;
 constexpr size_t kCallerRunBytes = size_t{8} << 20;
+// On CUDA a run is not completed asynchronously: the thread that runs it waits for the GPU. A
+// caller may take that wait itself only for a run whose kernels take microseconds (a jitted
+// `x + 1`, one eager op): it saves the two thread hand-offs to the worker and back (~25 us of a
+// ~50 us call on an H200), where a longer run is better left to the worker so that the caller
+// goes on while the GPU works (bench/README.md, "Runs on the calling thread on CUDA").
+constexpr size_t kCallerWaitPrimitives = 8;
+constexpr size_t kCallerWaitBytes = size_t{1} << 20;
 
 // Replays while conditions and bodies (without nested control flow) as compiled graphs. Inputs
 // of each graph: the region's arguments, the outer values it reads, and its constants.
@@ -450,11 +457,18 @@ class ExecutableImpl final : public Executable,
   bool caller_runs_ = false;  // may run on the calling thread (set in init)
   ReplayedFn compiled_;
   // Runs may be made on the calling thread (DeviceWorker::run_here_if_idle): a replayed,
-  // asynchronously completed program within kCallerRunPrimitives and kCallerRunBytes, after
-  // its first run on the worker, or one that computes nothing. Set on the worker, read by
-  // callers.
+  // asynchronously completed program within kCallerRunPrimitives and kCallerRunBytes, or on a
+  // GPU one within kCallerWaitPrimitives and kCallerWaitBytes, after its first run on the
+  // worker; or one that computes nothing. Set on the worker, read by callers.
   std::atomic<bool> runs_on_caller_{false};
   std::shared_ptr<RegionCache> regions_;  // compiled loop regions, when compiling is on
+
+  // A GPU run the caller may make and wait for in the worker's place: replayed, without fused
+  // kernels (built, and possibly redone, on the worker) or host callbacks. Whether the worker
+  // lends its stream at all is the worker's to say (not on Metal: DeviceWorker).
+  bool waits_on_caller() const {
+    return worker_->info().is_gpu && !calls_host_ && mode_ == GraphMode::kReplay;
+  }
 };
 
 Status ExecutableImpl::init() {
@@ -507,7 +521,7 @@ Status ExecutableImpl::init() {
   use_compiled_ = info_.straight_line && num_computed_ > 0 && mode_ != GraphMode::kEager;
   // A program that computes nothing (it returns arguments or constants) has no graph to build.
   caller_runs_ = (use_compiled_ || (info_.straight_line && num_computed_ == 0)) &&
-                 async_completion_;
+                 (async_completion_ || waits_on_caller());
   if (mode_ != GraphMode::kEager && !info_.straight_line)
     regions_ = std::make_shared<RegionCache>(name_, info_, constants_, mode_, fuse_);
   return check_on_worker();
@@ -765,8 +779,11 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
   record_graph_stats(name_, computed);  // JAXMLX_GRAPH_STATS
   profile_graph(name_, computed);       // JAXMLX_PROFILE
   if (first && caller_runs_) {
-    PendingGraph g = pending_graph(computed, kCallerRunPrimitives + 1);
-    runs_on_caller_.store(g.primitives <= kCallerRunPrimitives && g.bytes <= kCallerRunBytes);
+    const bool waits = !async_completion_;
+    const size_t max_primitives = waits ? kCallerWaitPrimitives : kCallerRunPrimitives;
+    PendingGraph g = pending_graph(computed, max_primitives + 1);
+    runs_on_caller_.store(g.primitives <= max_primitives &&
+                          g.bytes <= (waits ? kCallerWaitBytes : kCallerRunBytes));
   }
   if (mode_ == GraphMode::kFused) mx::eval(computed);
   Values outs;
