@@ -61,6 +61,15 @@ mx::array real_to_complex(const mx::array& x, E from) {
   return mx::astype(f, mx::complex64);
 }
 
+// `f` (f32) with the sign bit of `half` (its f16/bf16 source). MLX's CUDA backend widens a
+// negative f16 NaN to a positive f32 one (the GPU's canonical NaN); XLA keeps the sign into f8.
+mx::array with_sign_of(const mx::array& f, const mx::array& half) {
+  mx::array top = mx::right_shift(mx::view(half, mx::uint16), int_scalar(15, mx::uint16));
+  mx::array sign = mx::left_shift(mx::astype(top, mx::uint32), int_scalar(31, mx::uint32));
+  mx::array bits = mx::bitwise_and(mx::view(f, mx::uint32), int_scalar(0x7fffffff, mx::uint32));
+  return mx::view(mx::bitwise_or(bits, sign), mx::float32);
+}
+
 // True when every value of `t` is exactly an f32 (so converting through f32 rounds once).
 bool exact_in_f32(E t) {
   return t == E::kPred || t == E::kF16 || t == E::kBF16 || t == E::kF32 ||
@@ -72,6 +81,7 @@ mx::array convert(const mx::array& x, E from, E to, mx::Dtype to_dtype) {
   if (fbits::is_narrow_float(to)) {
     // Via f32: exact from every narrower type; one extra rounding from wide ints (> 2^24).
     mx::array f = convert(x, from, E::kF32, mx::float32);
+    if (from == E::kF16 || from == E::kBF16) f = with_sign_of(f, x);
     mx::array bits = fbits::f32_to_narrow(f, to);
     // XLA narrows everything but f32/f64 to e5m2 (f16's top byte) through f16: every NaN
     // becomes 0x7f.

@@ -247,7 +247,9 @@ void register_math(Registry& r) {
   r.add(ir::OpKind::kLogistic, rule(kFloating, [](const Values& in, E t) {
     return ir::is_complex(t) ? ew::complex_logistic(in[0]) : mx::sigmoid(in[0]);
   }));
-  add_math(r, ir::OpKind::kSqrt, kFloating, mx::sqrt);
+  r.add(ir::OpKind::kSqrt, rule(kFloating, [](const Values& in, E t) {
+    return ir::is_complex(t) ? ew::complex_sqrt(in[0]) : mx::sqrt(in[0]);
+  }));
   r.add(ir::OpKind::kRsqrt, rule(kFloating, [](const Values& in, E t) {
     return ir::is_complex(t) ? ew::complex_rsqrt(in[0]) : mx::rsqrt(in[0]);
   }));

@@ -158,8 +158,17 @@ mx::array complex_log1p(const mx::array& z) {
   return make_complex(re, mx::arctan2(y, xp1));
 }
 
+mx::array complex_sqrt(const mx::array& z) {
+  // The principal root's real part is >= 0. MLX's CUDA sqrt goes through polar form, where
+  // cos(pi/2) rounds below 0: sqrt(-0 + 0j) has real part -0 (-inf in 1 / sqrt) and sqrt(-4 + 0j)
+  // -8.7e-8. Those become +0, as in XLA's; NaN stays.
+  mx::array s = mx::sqrt(z);
+  mx::array re = mx::real(s);
+  return make_complex(mx::where(mx::less_equal(re, f32(0)), f32(0), re), mx::imag(s));
+}
+
 mx::array complex_rsqrt(const mx::array& z) {
-  return complex_divide(mx::ones_like(z), mx::sqrt(z));
+  return complex_divide(mx::ones_like(z), complex_sqrt(z));
 }
 
 mx::array complex_logistic(const mx::array& z) {

@@ -34,9 +34,11 @@ mx::array make_complex(const mx::array& re, const mx::array& im);
 mx::array complex_multiply(const mx::array& a, const mx::array& b);
 mx::array complex_divide(const mx::array& a, const mx::array& b);
 mx::array complex_power(const mx::array& a, const mx::array& b);
-// complex64 expm1 / log1p / rsqrt / logistic (MLX's ops take real inputs only).
+// complex64 expm1 / log1p / rsqrt / logistic (MLX's ops take real inputs only), and sqrt with
+// the principal root's real part never below +0.
 mx::array complex_expm1(const mx::array& z);
 mx::array complex_log1p(const mx::array& z);
+mx::array complex_sqrt(const mx::array& z);
 mx::array complex_rsqrt(const mx::array& z);
 mx::array complex_logistic(const mx::array& z);
 // complex64 abs / tanh / tan with XLA's NaN results where C99 (MLX) differs.

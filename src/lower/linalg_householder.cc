@@ -129,7 +129,9 @@ StatusOr<Values> lower_householder_product(LowerContext& ctx, const ir::Op& op, 
   mx::array taus = mx::astype(in[1], ct);
   const int m = a.shape(-2), n = a.shape(-1), k = taus.shape(-1);
   if (k > std::min(m, n)) return ctx.malformed(op, "more taus than min(m, n)");
-  mx::array q = mx::broadcast_to(mx::eye(m, n, 0, ct), a.shape());
+  // MLX builds eye with a scatter, which its CUDA backend has no complex64 kernel for: a real
+  // identity, converted.
+  mx::array q = mx::broadcast_to(mx::astype(mx::eye(m, n, 0, mx::float32), ct), a.shape());
   const int r = taus.ndim();
   for (int i = k - 1; i >= 0; --i) {
     mx::Shape start(r, 0), stop = taus.shape();

@@ -88,6 +88,22 @@ def test_unary(name, inputs):
       check_parts(fn, rand(np.complex64, shape, 1), **kw)
 
 
+def test_sqrt_on_the_negative_real_axis_has_a_zero_real_part():
+  # The principal root of a number on the negative real axis (or of +-0) is +0 + i*y, as XLA
+  # gives it. MLX's CUDA sqrt goes through polar form, where cos(pi/2) rounds below zero:
+  # sqrt(-4 + 0j) had a real part of -8.7e-8 there, sqrt(-0 + 0j) one of -0.
+  re = np.array([-1.0, -4.0, -0.5, -1e10, -3e-38, 0.0, -0.0] * 2, np.float32)
+  im = np.array([0.0] * 7 + [-0.0] * 7, np.float32)
+  check(lambda z: lax.real(lax.sqrt(z)), cplx(re, im), exact=True)
+
+
+def test_rsqrt_of_signed_zeros_is_plus_infinity():
+  # 1 / sqrt(-0 + 0j): CUDA's -0 real part in sqrt (above) made this -inf; XLA gives +inf.
+  z = cplx(np.array([0.0, -0.0, 0.0, -0.0], np.float32),
+           np.array([0.0, 0.0, -0.0, -0.0], np.float32))
+  check(lambda z: lax.real(lax.rsqrt(z)), z, exact=True)
+
+
 @pytest.mark.parametrize("name", ["exp", "log", "sqrt", "sin", "cos", "tanh", "expm1", "log1p",
                                   "rsqrt", "logistic"])
 def test_unary_small_arguments(name):

@@ -230,7 +230,8 @@ POLY = {
 @pytest.mark.parametrize("name", POLY, ids=list(POLY))
 def test_shape_polymorphic_export(name, monkeypatch):
   # Bit-exact needs XLA:CPU's f32 multiply-add fusion everywhere ("size" is x*n + m), which the
-  # plugin applies by default only inside jax.random's samplers.
+  # plugin applies by default only inside jax.random's samplers. "reshape" ends in a sum, whose
+  # order is the backend's (1 ULP apart on MLX's CUDA): within the f32 tolerance.
   monkeypatch.setenv("JAX_MLX_CONTRACT_FMA", "all")
   b, = jax.export.symbolic_shape("b")
   exp = jax.export.export(jax.jit(POLY[name]), platforms=("cpu", "mlx"))(
@@ -239,4 +240,4 @@ def test_shape_polymorphic_export(name, monkeypatch):
     x = values((n, 3), np.float32, seed=n)
     got = np.asarray(jax.jit(exp.call)(jax.device_put(x, jax.devices("mlx")[0])))
     want = np.asarray(jax.jit(exp.call)(jax.device_put(x, jax.devices("cpu")[0])))
-    assert_same(got, want, exact=True)
+    assert_same(got, want, exact=name != "reshape")

@@ -228,8 +228,10 @@ def test_dynamic_slices_with_constant_starts_of_every_width(idx_dt):
 
 
 def test_dynamic_update_slice_edges():
+  # The updates are moved, not computed: arithmetic on x's NaN would give CUDA's 0x7FFFFFFF
+  # (README, known differences) where XLA's CPU keeps 0x7FC00000, and the bits are compared.
   x = x_of(np.float32, (4, 5))
-  check(lambda a, i: (lax.dynamic_update_slice(a, a * 2, (i, i)),
+  check(lambda a, i: (lax.dynamic_update_slice(a, lax.rev(a, (0, 1)), (i, i)),
                       lax.dynamic_update_slice(a, a[:0], (i, i)),
                       lax.dynamic_update_slice(a[0, 0], a[1, 1], ())), x, np.int32(3), exact=True)
 
