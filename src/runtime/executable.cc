@@ -233,8 +233,8 @@ constexpr size_t kCallerRunPrimitives = 256;
 constexpr size_t kCallerRunBytes = size_t{8} << 20;
 // On CUDA a run is not completed asynchronously: the thread that runs it waits for the GPU. A
 // caller may take that wait itself only for a run whose kernels take microseconds (a jitted
-// `x + 1`, one eager op): it saves the two thread hand-offs to the worker and back (~25 us of a
-// ~50 us call on an H200), where a longer run is better left to the worker so that the caller
+// `x + 1`, one eager op): it saves the two thread hand-offs to the worker and back (~30 us of a
+// ~65 us call on an H200), where a longer run is better left to the worker so that the caller
 // goes on while the GPU works (bench/README.md, "Runs on the calling thread on CUDA").
 constexpr size_t kCallerWaitPrimitives = 8;
 constexpr size_t kCallerWaitBytes = size_t{1} << 20;
