@@ -43,6 +43,25 @@ def test_float64_compute_is_refused_not_downgraded(mlx_device):
     assert "f64" in str(info.value) or "float64" in str(info.value)
 
 
+def test_a_dimension_past_int32_is_refused_at_compile_time(mlx_device):
+  # MLX's shapes are int32: a broadcast to 2^31 + 40 elements used to fail at run time with
+  # MLX's "[broadcast_to] Negative dimensions not allowed". Compiling allocates nothing.
+  n = 2**31 + 40
+  x = jax.device_put(np.int8(7), mlx_device)
+  with pytest.raises(Exception) as info:
+    jax.jit(lambda v: jnp.broadcast_to(v, (n,))[n - 5:]).lower(x).compile()
+  message = str(info.value)
+  assert "UNIMPLEMENTED" in message and "2^31 - 1" in message, message
+  assert "stablehlo.broadcast_in_dim" in message and f"dimension {n}" in message, message
+  assert "test_errors.py" in message, message
+  # An argument of that size is named as the argument.
+  with pytest.raises(Exception) as info:
+    on_mlx = jax.sharding.SingleDeviceSharding(mlx_device)
+    huge = jax.ShapeDtypeStruct((3, n), jnp.int8, sharding=on_mlx)
+    jax.jit(lambda v: v[:3]).lower(huge).compile()
+  assert "argument 0" in str(info.value) and f"dimension {n}" in str(info.value), info.value
+
+
 # ---- bad input at the PJRT boundary, from Python (the C ABI side: src/pjrt/client_test.cc) -------
 # jax checks most of these before calling the plugin; either way the result is an exception and
 # a process that keeps working, never a crash.

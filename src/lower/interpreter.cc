@@ -1,6 +1,7 @@
 #include "lower/interpreter.h"
 
 #include <exception>
+#include <limits>
 #include <new>
 #include <set>
 #include <sstream>
@@ -178,6 +179,32 @@ std::vector<std::string> find_unlowerable(const ir::Module& m, const ir::Func& e
       if (seen.insert(line).second) missing.push_back(line);
     });
   return missing;
+}
+
+std::vector<std::string> find_oversized_dims(const ir::Module& m, const ir::Func& entry) {
+  constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();
+  auto too_big = [](const ir::Type* t) -> int64_t {
+    if (t == nullptr || !t->ranked || !t->is_tensor) return 0;
+    for (int64_t d : t->dims)
+      if (d > kMaxDim) return d;
+    return 0;
+  };
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < entry.arg_types.size(); ++i)
+    if (int64_t d = too_big(entry.arg_types[i]))
+      lines.push_back("argument " + std::to_string(i) + " of @" + entry.name + ": dimension " +
+                      std::to_string(d));
+  std::vector<const ir::Func*> funcs;
+  collect_funcs(m, entry, funcs);
+  for (const ir::Func* f : funcs)
+    ir::walk(f->body, [&](const ir::Op& op) {
+      for (const ir::Value& r : op.results)
+        if (int64_t d = too_big(r.type)) {
+          lines.push_back(where(op) + ": dimension " + std::to_string(d));
+          break;
+        }
+    });
+  return lines;
 }
 
 Interpreter::Interpreter(const ProgramInfo& info, const Registry& registry, RunMode mode,

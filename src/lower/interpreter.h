@@ -61,6 +61,11 @@ mx::array empty_array(const mx::Shape& shape, mx::Dtype dtype);
 std::vector<std::string> find_unlowerable(const ir::Module& m, const ir::Func& entry,
                                           const Registry& registry);
 
+// Ops (and @main's arguments) of `entry` and the funcs it calls whose static shape has a
+// dimension MLX cannot hold (its shapes are int32: at most 2^31 - 1 per dimension), one line
+// each: the op, where, and the dimension. Empty when every shape fits.
+std::vector<std::string> find_oversized_dims(const ir::Module& m, const ir::Func& entry);
+
 class Interpreter;
 
 // A hook through which the executor replays loop regions as compiled MLX graphs.

@@ -502,6 +502,13 @@ Status ExecutableImpl::init() {
     for (const std::string& m : missing) msg += "\n  " + m;
     return unimplemented(msg);
   }
+  std::vector<std::string> oversized = lower::find_oversized_dims(module_, *entry_);
+  if (!oversized.empty()) {
+    std::string msg = "MLX holds at most 2^31 - 1 elements along one dimension (its shapes are "
+                      "int32):";
+    for (const std::string& line : oversized) msg += "\n  " + line;
+    return unimplemented(msg);
+  }
   info_ = lower::analyze_program(module_, *entry_);
   // A host callback calls Python on every run: never capture it in a replayed graph.
   ir::walk(entry_->body, [&](const ir::Op& op) {
