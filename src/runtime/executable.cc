@@ -502,13 +502,6 @@ Status ExecutableImpl::init() {
     for (const std::string& m : missing) msg += "\n  " + m;
     return unimplemented(msg);
   }
-  std::vector<std::string> oversized = lower::find_oversized_dims(module_, *entry_);
-  if (!oversized.empty()) {
-    std::string msg = "MLX holds at most 2^31 - 1 elements along one dimension (its shapes are "
-                      "int32):";
-    for (const std::string& line : oversized) msg += "\n  " + line;
-    return unimplemented(msg);
-  }
   info_ = lower::analyze_program(module_, *entry_);
   // A host callback calls Python on every run: never capture it in a replayed graph.
   ir::walk(entry_->body, [&](const ir::Op& op) {
@@ -520,6 +513,14 @@ Status ExecutableImpl::init() {
   size_t output_bytes = saturating_add(computed_bytes_, constant_bytes_);
   if (memory_limit() != 0 && output_bytes > memory_limit())
     return larger_than_limit("compiling " + name_ + " (its outputs)", output_bytes);
+  // Then shapes that fit in memory but not in MLX's int32 dimensions (intermediates included).
+  std::vector<std::string> oversized = lower::find_oversized_dims(module_, *entry_);
+  if (!oversized.empty()) {
+    std::string msg = "MLX holds at most 2^31 - 1 elements along one dimension (its shapes are "
+                      "int32):";
+    for (const std::string& line : oversized) msg += "\n  " + line;
+    return unimplemented(msg);
+  }
   mode_ = graph_mode(*worker_);
   fuse_ = chain_fuser(mode_, worker_->info().is_gpu);
   // Fused kernels are built (and may fail) when evaluated: the worker evaluates those runs
