@@ -787,7 +787,7 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
   record_graph_stats(name_, computed);  // JAXMLX_GRAPH_STATS
   profile_graph(name_, computed);       // JAXMLX_PROFILE
   if (first && caller_runs_) {
-    const bool waits = !async_completion_;
+    const bool waits = waits_on_caller();  // a GPU run: the caller waits for its kernels
     const size_t max_primitives = waits ? kCallerWaitPrimitives : kCallerRunPrimitives;
     PendingGraph g = pending_graph(computed, max_primitives + 1);
     runs_on_caller_.store(g.primitives <= max_primitives &&
