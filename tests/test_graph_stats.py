@@ -137,6 +137,31 @@ def test_bias_onto_trailing_dims_needs_no_reshape(stats):
   assert c["Add"] == 1 and c["Multiply"] == 1, c
 
 
+FUSED_CHILD = r"""
+import jax, jax.numpy as jnp, numpy as np
+x = np.linspace(-1, 1, 4096, dtype=np.float32).reshape(64, 64)
+f = jax.jit(lambda x: x * 0.5 + 0.25)
+mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]
+for _ in range(2):  # the first call traces, the second replays
+  got = np.asarray(f(jax.device_put(x, mlx)))
+np.testing.assert_array_equal(got, np.asarray(f(jax.device_put(x, cpu))))
+"""
+
+
+def test_splat_constants_are_scalars_of_fused_kernels(tmp_path):
+  # With MLX's fusion (JAXMLX_COMPILE=1, Metal's default) each splat constant is broadcast inside
+  # the traced graph (runtime/constant_inputs.h), so the broadcast joins the fused kernel and
+  # the kernel reads one scalar. Made outside, a broadcast constant is a full-shape input that
+  # the kernel indexes through zero strides, element by element.
+  log = tmp_path / "stats.log"
+  env = dict(os.environ, JAXMLX_GRAPH_STATS=str(log), JAXMLX_COMPILE="1")
+  r = subprocess.run([sys.executable, "-c", FUSED_CHILD], capture_output=True, text=True,
+                     env=env, timeout=300)
+  assert r.returncode == 0, r.stderr[-3000:]
+  runs = [ln.split() for ln in log.read_text().splitlines() if ln.startswith("run ")]
+  assert runs and all(run[3:] == ["CompiledBroadcastMultiplyBroadcastAdd=1"] for run in runs), runs
+
+
 @pytest.fixture
 def on_mlx_cpu(mlx_device):
   if mlx_device.device_kind != "MLX cpu":

@@ -48,6 +48,7 @@
 #include "passes/passes.h"
 #include "passes/softmax.h"
 #include "passes/value_calls.h"
+#include "runtime/constant_inputs.h"
 #include "runtime/cpu_fusion.h"
 #include "runtime/executable.h"
 #include "runtime/gpu_fusion.h"
@@ -244,9 +245,9 @@ constexpr size_t kCallerWaitBytes = size_t{1} << 20;
 class RegionCache final : public lower::RegionRunner {
  public:
   RegionCache(std::string program, const lower::ProgramInfo& info, const Values& constants,
-              GraphMode mode, ChainFuser fuse)
-      : program_(std::move(program)), info_(info), constants_(constants), mode_(mode),
-        fuse_(fuse) {}
+              const ConstantInputs& const_inputs, GraphMode mode, ChainFuser fuse)
+      : program_(std::move(program)), info_(info), constants_(constants),
+        const_inputs_(const_inputs), mode_(mode), fuse_(fuse) {}
 
   std::optional<StatusOr<Values>> run(lower::Interpreter& interp, const ir::Region& region,
                                       const Values& args) override;
@@ -267,6 +268,7 @@ class RegionCache final : public lower::RegionRunner {
   const std::string program_;
   const lower::ProgramInfo& info_;
   const Values& constants_;
+  const ConstantInputs& const_inputs_;  // what the traced graphs are given for constants_
   const GraphMode mode_;
   const ChainFuser fuse_;  // on the traced graphs, when set
   std::unordered_map<const ir::Region*, Entry> entries_;
@@ -328,7 +330,8 @@ CompiledFn RegionCache::make_fn(Entry& e, const ir::Func& f, const ir::Region& r
     Values consts = constants_;
     std::vector<mx::array> placeholders, values;
     for (size_t j = 0; j < e.const_idx.size(); ++j) {
-      consts[e.const_idx[j]] = in[nargs + e.free_ids.size() + j];
+      const size_t c = e.const_idx[j];
+      consts[c] = const_inputs_.expand(c, in[nargs + e.free_ids.size() + j], constants_[c]);
       placeholders.push_back(consts[e.const_idx[j]]);
       values.push_back(constants_[e.const_idx[j]]);
     }
@@ -358,7 +361,7 @@ std::optional<StatusOr<Values>> RegionCache::run(lower::Interpreter& interp,
     free_values.push_back(*v);
   }
   xs.insert(xs.end(), free_values.begin(), free_values.end());
-  for (size_t c : e.const_idx) xs.push_back(constants_[c]);
+  for (size_t c : e.const_idx) xs.push_back(const_inputs_.inputs()[c]);
   std::vector<mx::array> computed;
   if (e.num_computed > 0) {
     try {
@@ -393,8 +396,10 @@ class ExecutableImpl final : public Executable,
     compiled_.reset();  // out of every thread's compile cache (ReplayedFn)
     // The region functions' graphs are in the worker's compile cache: released on the worker.
     if (!worker_) return;
-    worker_->post([consts = std::move(constants_), regions = std::move(regions_)]() mutable {
+    worker_->post([consts = std::move(constants_), inputs = std::move(const_inputs_),
+                   regions = std::move(regions_)]() mutable {
       regions.reset();
+      inputs = ConstantInputs();
       consts.clear();
     });
     // The last reference to an execution often dies on the worker itself; the worker cannot
@@ -443,6 +448,7 @@ class ExecutableImpl final : public Executable,
 
   // Worker-only state.
   Values constants_;
+  ConstantInputs const_inputs_;  // constants_ as the traced graphs take them (set when ready)
   bool constants_ready_ = false;
   GraphMode mode_ = GraphMode::kEager;
   // Chains of elementwise primitives traced for replay become one (cpu_fusion.h, gpu_fusion.h).
@@ -531,7 +537,8 @@ Status ExecutableImpl::init() {
   caller_runs_ = (use_compiled_ || (info_.straight_line && num_computed_ == 0)) &&
                  (async_completion_ || waits_on_caller());
   if (mode_ != GraphMode::kEager && !info_.straight_line)
-    regions_ = std::make_shared<RegionCache>(name_, info_, constants_, mode_, fuse_);
+    regions_ =
+        std::make_shared<RegionCache>(name_, info_, constants_, const_inputs_, mode_, fuse_);
   return check_on_worker();
 }
 
@@ -729,7 +736,10 @@ bool ExecutableImpl::finish_async(Values& outs, const std::vector<std::shared_pt
 
 StatusOr<Values> ExecutableImpl::run(const Values& args) {
   if (!constants_ready_) {
+    // Splats enter a fused graph as scalars; a replayed graph keeps its primitives as they are.
+    const_inputs_ = ConstantInputs(constants_, mode_ == GraphMode::kFused);
     mx::eval(constants_);
+    mx::eval(const_inputs_.inputs());
     constants_ready_ = true;
   }
   if (use_compiled_) {
@@ -766,6 +776,8 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
     compiled_.set([this, nargs](const std::vector<mx::array>& xs) {
       Values a(xs.begin(), xs.begin() + nargs);
       Values consts(xs.begin() + nargs, xs.end());
+      for (size_t i = 0; i < consts.size(); ++i)
+        consts[i] = const_inputs_.expand(i, consts[i], constants_[i]);
       lower::TracedConstants known(consts, constants_);
       lower::Interpreter interp(info_, lower::Registry::global(), lower::RunMode::kTrace, &consts);
       StatusOr<Values> out = interp.run(*entry_, a);
@@ -778,7 +790,7 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
     });
   }
   std::vector<mx::array> xs = args;
-  xs.insert(xs.end(), constants_.begin(), constants_.end());
+  xs.insert(xs.end(), const_inputs_.inputs().begin(), const_inputs_.inputs().end());
   std::vector<mx::array> computed;
   {
     TraceModeScope scope(mode_ == GraphMode::kReplay);

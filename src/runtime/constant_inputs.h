@@ -1,0 +1,38 @@
+// How a program's constants enter its traced graph (graph replay, runtime/executable.cc).
+// Constants are made and evaluated once and given to the traced function as inputs. A splat
+// constant (one element broadcast to the constant's shape: lower_constant's splats, hoisted
+// broadcast_in_dims of scalars) is given as that compact array instead, and broadcast again
+// inside the trace. With MLX's fusion (kFused, Metal's default) the broadcast then joins the
+// fused kernel, which reads the constant as one scalar; a broadcast array made outside the graph
+// is a full-shape kernel input read through its zero strides, which costs the kernel an index
+// computation per element for each such input and keeps it off its contiguous variant
+// (bench/README.md, "Splat constants as scalars of fused kernels").
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "mlx/array.h"
+
+namespace jaxmlx::runtime {
+
+class ConstantInputs {
+ public:
+  ConstantInputs() = default;
+  // From the program's constants before they are evaluated (evaluation drops the broadcast that
+  // made a splat). `compact`: pass splats as their element; otherwise every constant as itself.
+  ConstantInputs(const std::vector<mlx::core::array>& constants, bool compact);
+
+  // What the traced function is given for the constants, in their order.
+  const std::vector<mlx::core::array>& inputs() const { return inputs_; }
+  // Inside the trace: the value standing for constant `i`, from the traced input `traced` given
+  // for it (inputs()[i]); `constant` is the constant itself (its shape).
+  mlx::core::array expand(size_t i, const mlx::core::array& traced,
+                          const mlx::core::array& constant) const;
+
+ private:
+  std::vector<mlx::core::array> inputs_;
+  std::vector<bool> broadcast_;  // inputs_[i] is broadcast to constant i's shape in the trace
+};
+
+}  // namespace jaxmlx::runtime
