@@ -51,10 +51,12 @@ def grouped_conv(img, k):
 def depthwise_conv(img, k):
   return jax.lax.conv_general_dilated(img, k[:, :, :1, :4], (1, 1), "SAME", feature_group_count=4,
                                       dimension_numbers=("NHWC", "HWIO", "NHWC"))
+def weight_grad(x, g):  # jax writes it as dot_general(cotangent, x), then transpose [1, 0]
+  return jax.grad(lambda w: jnp.sum(jnp.sin(x @ w)))(g)
 def label_pick_grad(x, lab):  # a cross-entropy's label pick and its transpose
   return jax.grad(lambda x: (jnp.take_along_axis(x, lab[:, None], axis=1) ** 2).sum())(x)
 
-for f, args in [(label_pick_grad, (x, lab)),
+for f, args in [(label_pick_grad, (x, lab)), (weight_grad, (x, g)),
                 (row_sum, (x,)), (int_row_sum, (i,)), (row_max, (x,)), (centered, (x,)),
                 (biased, (x3, b)), (times_transposed, (g, w)), (row_times_transposed, (g, w)),
                 (times_plain, (g,)), (conv, (img, k)), (conv_input_dilated, (img, k)),
@@ -97,7 +99,7 @@ def stats(request, tmp_path_factory):
 
 
 def test_every_program_is_counted(stats):
-  assert set(stats) == {"jit_label_pick_grad",
+  assert set(stats) == {"jit_label_pick_grad", "jit_weight_grad",
                         "jit_row_sum", "jit_int_row_sum", "jit_row_max", "jit_centered",
                         "jit_biased", "jit_times_transposed", "jit_row_times_transposed",
                         "jit_times_plain", "jit_conv", "jit_conv_input_dilated",
@@ -113,6 +115,15 @@ def test_take_along_axis_and_its_transpose_are_one_kernel_each(stats):
   assert c["GatherAxis"] == 1 and c["ScatterAxis_Sum"] == 1, c
   assert c["Gather"] == 0 and c["Scatter_Sum"] == 0 and c["Arange"] == 0, c
   assert c["Concatenate"] == 0 and c["AsType"] <= 1, c
+
+
+def test_a_weight_gradient_is_made_in_the_weights_layout(stats):
+  # The transposed product is the product with its operands swapped (passes/transposed_dot.h):
+  # the gradient comes out of its matmul row-major, not as a transposed view that an optimizer's
+  # elementwise kernels would read through strides. The one transpose left is x's, a matmul
+  # operand (MLX's matmul reads it in place).
+  c = stats["jit_weight_grad"]
+  assert c["Matmul"] == 2 and c["Transpose"] == 1, c
 
 
 def test_sums_from_jaxs_zero_add_no_init(stats):

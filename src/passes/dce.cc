@@ -61,12 +61,7 @@ void sweep(ir::Region& r, UseCounts& uses) {
           for (const ir::Value& v : o.operands) --uses[v.id];
         });
     }
-    if (!any) continue;
-    std::vector<ir::Op> kept;
-    kept.reserve(b.ops.size());
-    for (size_t i = 0; i < b.ops.size(); ++i)
-      if (!dead[i]) kept.push_back(std::move(b.ops[i]));
-    b.ops = std::move(kept);
+    if (any) erase_ops(b, dead);
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <unordered_map>
+#include <vector>
 
 #include "base/status.h"
 #include "ir/module.h"
@@ -41,5 +42,8 @@ void replace_uses(ir::Func& f, const std::unordered_map<uint32_t, ir::Value>& su
 // How many operand slots read each value id in `r`, nested regions included (ids absent: 0).
 using UseCounts = std::unordered_map<uint32_t, int>;
 UseCounts count_uses(const ir::Region& r);
+
+// Removes the ops of `b` whose entry in `drop` (one per op) is true, keeping the others' order.
+void erase_ops(ir::Block& b, const std::vector<bool>& drop);
 
 }  // namespace jaxmlx::passes

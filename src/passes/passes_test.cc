@@ -17,6 +17,7 @@
 #include "passes/norms.h"
 #include "passes/softmax.h"
 #include "passes/threefry.h"
+#include "passes/transposed_dot.h"
 #include "passes/xla_cpu_version.h"
 
 namespace jaxmlx::passes {
@@ -975,6 +976,88 @@ TEST(Dce, DeadChainsGoSideEffectsAndRegionReadsStay) {
   EXPECT_EQ(count_ops(m, OpKind::kAbs), 1);          // read inside the region
   EXPECT_EQ(count_ops(m, OpKind::kExponential), 1);  // returned by the region
   EXPECT_EQ(count_ops(m, OpKind::kGeneric), 1);
+}
+
+}  // namespace
+}  // namespace jaxmlx::passes
+
+namespace jaxmlx::passes {
+namespace {
+
+// main(a: f32[sa], b: f32[sb]) = transpose(dot_general(a, b), perm), with `extra_use`: the
+// product returned as well.
+ir::Module transposed_dot_module(std::vector<int64_t> sa, std::vector<int64_t> sb, ir::DotDims dd,
+                                 std::vector<int64_t> dot_dims, std::vector<int64_t> perm,
+                                 bool extra_use = false) {
+  ir::Module m;
+  Builder b{m};
+  b.func("main", 2, extra_use ? 2 : 1, false);
+  const ir::Type* ta = m.types().tensor(ir::ElementType::kF32, sa);
+  const ir::Type* tb = m.types().tensor(ir::ElementType::kF32, sb);
+  b.f->arg_types = {ta, tb};
+  b.f->body.blocks[0].args[0].type = ta;
+  b.f->body.blocks[0].args[1].type = tb;
+  ir::Op& dot = b.op(OpKind::kDotGeneral, {b.f->args()[0], b.f->args()[1]}, 1);
+  dot.set_attr("dot_dimension_numbers", dd);
+  dot.set_attr("precision_config", ir::ArrayAttr{{ir::EnumAttr{ir::EnumKind::kPrecision, 2},
+                                                  ir::EnumAttr{ir::EnumKind::kPrecision, 0}}});
+  ir::Value p = Builder::typed(dot, m.types().tensor(ir::ElementType::kF32, dot_dims));
+  std::vector<int64_t> t_dims;
+  for (int64_t d : perm) t_dims.push_back(dot_dims[d]);
+  ir::Op& t = b.op(OpKind::kTranspose, {p}, 1);
+  t.set_attr("permutation", ir::I64ArrayAttr{perm});
+  ir::Value r = Builder::typed(t, m.types().tensor(ir::ElementType::kF32, t_dims));
+  b.f->result_types = {r.type};
+  if (extra_use) b.f->result_types.push_back(p.type);
+  b.ret(extra_use ? std::vector<ir::Value>{r, p} : std::vector<ir::Value>{r});
+  return m;
+}
+
+TEST(FoldTransposedDots, AWeightGradientIsTheSwappedProduct) {
+  // jax's dW of x @ w: dot_general(g[3,4], x[3,5]) over dim 0, then transpose [1, 0].
+  ir::Module m = transposed_dot_module({3, 4}, {3, 5}, ir::DotDims{{}, {}, {0}, {0}}, {4, 5},
+                                       {1, 0});
+  const uint32_t g = m.funcs[0].args()[0].id, x = m.funcs[0].args()[1].id;
+  ASSERT_TRUE(ir::verify(m).ok()) << ir::print_module(m);
+  ASSERT_TRUE(fold_transposed_dots(m).ok());
+  ASSERT_TRUE(ir::verify(m).ok()) << ir::verify(m).to_string() << ir::print_module(m);
+  const ir::Block& body = m.funcs[0].entry();
+  ASSERT_EQ(body.ops.size(), 2u) << ir::print_module(m);
+  const ir::Op& dot = body.ops[0];
+  EXPECT_EQ(dot.kind, OpKind::kDotGeneral);
+  EXPECT_EQ(dot.operands[0].id, x);
+  EXPECT_EQ(dot.operands[1].id, g);
+  EXPECT_EQ(dot.results[0].type->dims, (std::vector<int64_t>{5, 4}));
+  EXPECT_EQ(*dot.attr<ir::DotDims>("dot_dimension_numbers"), (ir::DotDims{{}, {}, {0}, {0}}));
+  EXPECT_EQ(dot.attr<ir::ArrayAttr>("precision_config")->items[0].as<ir::EnumAttr>()->value, 0);
+  EXPECT_EQ(body.ops[1].operands[0].id, dot.results[0].id);  // returned
+}
+
+TEST(FoldTransposedDots, BatchDimsStayFirst) {
+  // [2,3,4] x [2,4,5] -> [2,3,5]; transposed to [2,5,3]: dot_general(b, a) over the same dims.
+  ir::Module m = transposed_dot_module({2, 3, 4}, {2, 4, 5}, ir::DotDims{{0}, {0}, {2}, {1}},
+                                       {2, 3, 5}, {0, 2, 1});
+  ASSERT_TRUE(fold_transposed_dots(m).ok());
+  ASSERT_TRUE(ir::verify(m).ok()) << ir::verify(m).to_string() << ir::print_module(m);
+  const ir::Block& body = m.funcs[0].entry();
+  ASSERT_EQ(body.ops.size(), 2u) << ir::print_module(m);
+  EXPECT_EQ(*body.ops[0].attr<ir::DotDims>("dot_dimension_numbers"),
+            (ir::DotDims{{0}, {0}, {1}, {2}}));
+  EXPECT_EQ(body.ops[0].results[0].type->dims, (std::vector<int64_t>{2, 5, 3}));
+}
+
+TEST(FoldTransposedDots, OtherTransposesAndSharedProductsStay) {
+  // Batch dims moved: not the swap.
+  ir::Module moved = transposed_dot_module({2, 3, 4}, {2, 4, 5}, ir::DotDims{{0}, {0}, {2}, {1}},
+                                           {2, 3, 5}, {2, 1, 0});
+  ASSERT_TRUE(fold_transposed_dots(moved).ok());
+  EXPECT_EQ(count_ops(moved, OpKind::kTranspose), 1);
+  // The product is read elsewhere too: swapping it would compute it twice.
+  ir::Module shared = transposed_dot_module({3, 4}, {3, 5}, ir::DotDims{{}, {}, {0}, {0}}, {4, 5},
+                                            {1, 0}, /*extra_use=*/true);
+  ASSERT_TRUE(fold_transposed_dots(shared).ok());
+  EXPECT_EQ(count_ops(shared, OpKind::kTranspose), 1);
+  EXPECT_EQ(shared.funcs[0].entry().ops[0].operands[0].id, shared.funcs[0].args()[0].id);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // drop_sharding: on one device every sharding annotation is an identity.
 #include <string_view>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "passes/passes.h"
 #include "passes/threefry.h"
@@ -91,6 +93,14 @@ UseCounts count_uses(const ir::Region& r) {
     for (const ir::Value& v : op.operands) ++uses[v.id];
   });
   return uses;
+}
+
+void erase_ops(ir::Block& b, const std::vector<bool>& drop) {
+  std::vector<ir::Op> kept;
+  kept.reserve(b.ops.size());
+  for (size_t i = 0; i < b.ops.size(); ++i)
+    if (!drop[i]) kept.push_back(std::move(b.ops[i]));
+  b.ops = std::move(kept);
 }
 
 void replace_uses(ir::Func& f, const std::unordered_map<uint32_t, ir::Value>& subst) {

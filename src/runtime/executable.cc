@@ -47,6 +47,7 @@
 #include "passes/norms.h"
 #include "passes/passes.h"
 #include "passes/softmax.h"
+#include "passes/transposed_dot.h"
 #include "passes/value_calls.h"
 #include "runtime/constant_inputs.h"
 #include "runtime/cpu_fusion.h"
@@ -490,6 +491,7 @@ Status ExecutableImpl::init() {
       RETURN_IF_ERROR(passes::recognize_attention(module_));
     }
   }
+  RETURN_IF_ERROR(passes::fold_transposed_dots(module_));  // after the recognizers' patterns
   RETURN_IF_ERROR(passes::drop_dead_ops(module_));
   ir::Func* entry = module_.find_func("main");
   if (entry == nullptr) return invalid_argument("the module has no @main function");

@@ -196,3 +196,21 @@ def test_grad_of_matmul():
   x, w = rand(np.float32, (6, 5), 35), rand(np.float32, (5, 3), 36)
   check(jax.grad(lambda a, w: jnp.sum(jnp.tanh(a @ w)), argnums=(0, 1)), x, w, rtol=1e-5,
         atol=1e-5)
+
+
+# transpose(dot_general(a, b)) with the rhs's free dims first is computed as dot_general(b, a)
+# (passes/transposed_dot.h); other permutations stay transposes of the product.
+TRANSPOSED = [
+    ((3, 4), (3, 5), (((0,), (0,)), ((), ())), (1, 0)),              # jax's weight gradient
+    ((4, 3), (3, 5), (((1,), (0,)), ((), ())), (1, 0)),
+    ((2, 3, 4), (2, 4, 5), (((2,), (1,)), ((0,), (0,))), (0, 2, 1)),  # batch dim stays first
+    ((2, 3, 4), (2, 4, 5), (((2,), (1,)), ((0,), (0,))), (2, 1, 0)),  # batch dim moves: kept
+    ((3, 6, 4), (4, 2, 5), (((2,), (0,)), ((), ())), (2, 3, 0, 1)),  # two free dims a side
+]
+
+
+@pytest.mark.parametrize("sa,sb,dims,perm", TRANSPOSED, ids=str)
+@pytest.mark.parametrize("dt", [np.float32, jnp.bfloat16], ids=ids([np.float32, jnp.bfloat16]))
+def test_transposed_products(dt, sa, sb, dims, perm):
+  a, b = rand(dt, sa, 37), rand(dt, sb, 38)
+  check(lambda a, b: lax.transpose(lax.dot_general(a, b, dims), perm), a, b, **tol(dt))
