@@ -156,6 +156,15 @@ mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]
 for _ in range(2):  # the first call traces, the second replays
   got = np.asarray(f(jax.device_put(x, mlx)))
 np.testing.assert_array_equal(got, np.asarray(f(jax.device_put(x, cpu))))
+
+def looped(x):  # splats inside replayed loop bodies (their graphs take constants the same way)
+  y = jax.lax.fori_loop(0, 7, lambda i, c: c * 0.5 + jnp.sin(c) * 0.25 + 1.0, x)
+  return jax.lax.while_loop(lambda c: c[0] < 5, lambda c: (c[0] + 1, c[1] * 0.75 - 0.125),
+                            (0, y))[1] * 2.0
+g = jax.jit(looped)
+for _ in range(2):
+  got = np.asarray(g(jax.device_put(x, mlx)))
+np.testing.assert_allclose(got, np.asarray(g(jax.device_put(x, cpu))), rtol=1e-6, atol=1e-6)
 """
 
 
@@ -169,8 +178,10 @@ def test_splat_constants_are_scalars_of_fused_kernels(tmp_path):
   r = subprocess.run([sys.executable, "-c", FUSED_CHILD], capture_output=True, text=True,
                      env=env, timeout=300)
   assert r.returncode == 0, r.stderr[-3000:]
-  runs = [ln.split() for ln in log.read_text().splitlines() if ln.startswith("run ")]
+  lines = log.read_text().splitlines()
+  runs = [ln.split() for ln in lines if ln.startswith("run jit__lambda ")]
   assert runs and all(run[3:] == ["CompiledBroadcastMultiplyBroadcastAdd=1"] for run in runs), runs
+  assert lines.count("region jit_looped replayed") == 2, lines
 
 
 @pytest.fixture
