@@ -333,8 +333,8 @@ CompiledFn RegionCache::make_fn(Entry& e, const ir::Func& f, const ir::Region& r
     for (size_t j = 0; j < e.const_idx.size(); ++j) {
       const size_t c = e.const_idx[j];
       consts[c] = const_inputs_.expand(c, in[nargs + e.free_ids.size() + j], constants_[c]);
-      placeholders.push_back(consts[e.const_idx[j]]);
-      values.push_back(constants_[e.const_idx[j]]);
+      placeholders.push_back(consts[c]);
+      values.push_back(constants_[c]);
     }
     lower::TracedConstants known(placeholders, values);
     lower::Interpreter t(info_, lower::Registry::global(), lower::RunMode::kTrace, &consts);
