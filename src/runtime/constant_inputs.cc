@@ -17,13 +17,13 @@ ConstantInputs::ConstantInputs(const std::vector<mx::array>& constants, bool com
                        std::string_view(c.primitive().name()) == "Broadcast" &&
                        c.inputs().size() == 1 && c.inputs()[0].size() == 1 && c.size() > 1;
     inputs_.push_back(splat ? c.inputs()[0] : c);
-    broadcast_.push_back(splat);
+    broadcast_.push_back(splat ? std::optional<mx::Shape>(c.shape()) : std::nullopt);
   }
 }
 
-mx::array ConstantInputs::expand(size_t i, const mx::array& traced,
-                                 const mx::array& constant) const {
-  return broadcast_.at(i) ? mx::broadcast_to(traced, constant.shape()) : traced;
+mx::array ConstantInputs::expand(size_t i, const mx::array& traced) const {
+  const std::optional<mx::Shape>& shape = broadcast_.at(i);
+  return shape ? mx::broadcast_to(traced, *shape) : traced;
 }
 
 }  // namespace jaxmlx::runtime

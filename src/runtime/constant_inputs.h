@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 #include "mlx/array.h"
@@ -26,13 +27,13 @@ class ConstantInputs {
   // What the traced function is given for the constants, in their order.
   const std::vector<mlx::core::array>& inputs() const { return inputs_; }
   // Inside the trace: the value standing for constant `i`, from the traced input `traced` given
-  // for it (inputs()[i]); `constant` is the constant itself (its shape).
-  mlx::core::array expand(size_t i, const mlx::core::array& traced,
-                          const mlx::core::array& constant) const;
+  // for it (inputs()[i]).
+  mlx::core::array expand(size_t i, const mlx::core::array& traced) const;
 
  private:
   std::vector<mlx::core::array> inputs_;
-  std::vector<bool> broadcast_;  // inputs_[i] is broadcast to constant i's shape in the trace
+  // Per constant: the shape its input is broadcast to in the trace (a splat's), or none.
+  std::vector<std::optional<mlx::core::Shape>> broadcast_;
 };
 
 }  // namespace jaxmlx::runtime

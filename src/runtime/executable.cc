@@ -332,7 +332,7 @@ CompiledFn RegionCache::make_fn(Entry& e, const ir::Func& f, const ir::Region& r
     std::vector<mx::array> placeholders, values;
     for (size_t j = 0; j < e.const_idx.size(); ++j) {
       const size_t c = e.const_idx[j];
-      consts[c] = const_inputs_.expand(c, in[nargs + e.free_ids.size() + j], constants_[c]);
+      consts[c] = const_inputs_.expand(c, in[nargs + e.free_ids.size() + j]);
       placeholders.push_back(consts[c]);
       values.push_back(constants_[c]);
     }
@@ -739,9 +739,10 @@ bool ExecutableImpl::finish_async(Values& outs, const std::vector<std::shared_pt
 StatusOr<Values> ExecutableImpl::run(const Values& args) {
   if (!constants_ready_) {
     // Splats enter a fused graph as scalars; a replayed graph keeps its primitives as they are.
+    // (Made before the evaluation, which drops the broadcast that made a splat; the splat's
+    // element is evaluated with it.)
     const_inputs_ = ConstantInputs(constants_, mode_ == GraphMode::kFused);
     mx::eval(constants_);
-    mx::eval(const_inputs_.inputs());
     constants_ready_ = true;
   }
   if (use_compiled_) {
@@ -779,7 +780,7 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
       Values a(xs.begin(), xs.begin() + nargs);
       Values consts(xs.begin() + nargs, xs.end());
       for (size_t i = 0; i < consts.size(); ++i)
-        consts[i] = const_inputs_.expand(i, consts[i], constants_[i]);
+        consts[i] = const_inputs_.expand(i, consts[i]);
       lower::TracedConstants known(consts, constants_);
       lower::Interpreter interp(info_, lower::Registry::global(), lower::RunMode::kTrace, &consts);
       StatusOr<Values> out = interp.run(*entry_, a);
