@@ -1,7 +1,8 @@
 // Lowering rules: dot family (see lowering.h for the rule contract): dot_general and dot.
 //
 // Any dimension numbers become one batched matmul: lhs -> [B, M, K], rhs -> [B, K, N] (float
-// products without batch dims: [M, K] x [K, N] where that needs fewer reshapes).
+// products keep each batch dim, [B1, ..., M, K]; without batch dims [M, K] x [K, N] where that
+// needs fewer reshapes).
 // Float results compute in f32 (or complex64) and round once, so bf16/f16 inputs with an f32
 // result (preferred_element_type) are exact in f32 (PITFALLS 2.7). Integer results are exact:
 // MLX matmul is float-only, so 8-bit operands use f32 matmuls over K chunks small enough that
@@ -75,7 +76,8 @@ mx::array int_matmul(const mx::array& l, const mx::array& r, mx::Dtype acc) {
   return *sum;
 }
 
-// The [B,M,K] x [B,K,N] product in the result's element type `out`. `r_row_major`: the rhs is
+// The [B,M,K] x [B,K,N] product in the result's element type `out` (float products: any number of
+// batch dims, [B1,...,M,K] x [B1,...,K,N]). `r_row_major`: the rhs is
 // known to be row-major already (else a float rhs is made so where that pays: util.h).
 StatusOr<mx::array> batched_product(LowerContext& ctx, const ir::Op& op, const mx::array& l,
                                     const mx::array& r, ir::ElementType lt, ir::ElementType rt,
@@ -155,8 +157,20 @@ StatusOr<Values> dot_general(LowerContext& ctx, const ir::Op& op, const Values& 
       dd.lhs_batching_dimensions.empty() && (ir::is_float(ot.dtype) || ir::is_complex(ot.dtype)) &&
       reshapes({{lp.shape(), {m, k}}, {rp.shape(), {k, n}}, {out_shape, {m, n}}}) <=
           reshapes({{lp.shape(), {b, m, k}}, {rp.shape(), {b, k, n}}, {out_shape, {b, m, n}}});
-  mx::array l = plain ? reshape_view(lp, {m, k}) : reshape_view(lp, {b, m, k});
-  mx::array r = plain ? reshape_view(rp, {k, n}) : reshape_view(rp, {b, k, n});
+  // A float product keeps each batch dim: [B1, ..., Bj, M, K] x [B1, ..., Bj, K, N]. MLX's matmul
+  // takes batch dims with any strides, where merging them into one B is a copy whenever they are
+  // a strided view (attention's heads, split out of the model dim by a transpose): a kernel and
+  // an MLX node per operand, and one more node for the result's reshape.
+  mx::Shape lshape{b, m, k}, rshape{b, k, n};
+  if (!dd.lhs_batching_dimensions.empty() && (ir::is_float(ot.dtype) || ir::is_complex(ot.dtype))) {
+    const size_t nb = dd.lhs_batching_dimensions.size();
+    lshape = mx::Shape(lp.shape().begin(), lp.shape().begin() + nb);
+    rshape = lshape;
+    lshape.push_back(m), lshape.push_back(k);
+    rshape.push_back(k), rshape.push_back(n);
+  }
+  mx::array l = plain ? reshape_view(lp, {m, k}) : reshape_view(lp, lshape);
+  mx::array r = plain ? reshape_view(rp, {k, n}) : reshape_view(rp, rshape);
   // A parameter or constant taken in its own order is row-major; anything else may not be.
   const bool r_row_major = !in[1].has_primitive() && rp.id() == in[1].id();
   ASSIGN_OR_RETURN(mx::array p,

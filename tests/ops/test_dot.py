@@ -42,6 +42,16 @@ def test_matmul_floats(dt, shapes):
   check(lambda a, b: (a @ b, jnp.dot(a, b)), a, b, **tol(dt))
 
 
+@pytest.mark.parametrize("spec,sa,sb", [("bqhd,bkhd->bhqk", (2, 4, 3, 8), (2, 5, 3, 8)),
+                                         ("hbqd,bhkd->bhqk", (3, 2, 4, 8), (2, 3, 5, 8))],
+                         ids=["heads-apart", "heads-swapped"])
+@pytest.mark.parametrize("dt", FLOATS, ids=ids(FLOATS))
+def test_several_batch_dims(dt, spec, sa, sb):
+  # Float products keep each batch dim in MLX's matmul (lower/dot.cc), strided views included.
+  a, b = rand(dt, sa, 5), rand(dt, sb, 6)
+  check(lambda a, b: jnp.einsum(spec, a, b), a, b, **tol(dt))
+
+
 @pytest.mark.parametrize("shapes", [((0, 3), (3, 4)), ((3, 0), (0, 4)), ((3, 4), (4, 0)),
                                     ((0,), (0,)), ((2, 0, 3), (2, 3, 5))], ids=str)
 @pytest.mark.parametrize("dt", [np.float32, np.int32, jnp.bfloat16],
@@ -56,6 +66,10 @@ EINSUMS = [
     ("ijk,ikl->jl", (3, 2, 4), (3, 4, 5)),
     ("abc,cd->abd", (2, 3, 4), (4, 5)),
     ("bhqd,bhkd->bhqk", (2, 3, 4, 8), (2, 3, 5, 8)),
+    ("bqhd,bkhd->bhqk", (2, 4, 3, 8), (2, 5, 3, 8)),  # batch dims apart, strided in both
+    ("hbqd,bhkd->bhqk", (3, 2, 4, 8), (2, 3, 5, 8)),  # batch dims in the other order
+    ("bhqk,bkhd->bqhd", (2, 3, 4, 5), (2, 5, 3, 8)),  # attention's weights times values
+    ("abcd,cbde->bcae", (2, 3, 4, 5), (4, 3, 5, 6)),  # free dims around the batch dims
     ("i,i->", (9,), (9,)),
     ("i,j->ij", (3,), (4,)),
     ("bi,bi->b", (4, 6), (4, 6)),
