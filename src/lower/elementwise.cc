@@ -10,6 +10,7 @@
 #include "lower/dtypes.h"
 #include "lower/elementwise_internal.h"
 #include "lower/lowering.h"
+#include "lower/shape_util.h"
 #include "lower/util.h"
 #include "mlx/ops.h"
 
@@ -190,6 +191,11 @@ void register_arithmetic(Registry& r) {
     return mx::arctan2(in[0], in[1]);
   }));
   r.add(ir::OpKind::kNegate, rule(kNumeric, [](const Values& in, E) {
+    // Of a pending reshape (a sum's dropped dims, passes/negated_sum.h): negated before it, so
+    // that a broadcast taking the sum back over those dims still finds the reshape to undo
+    // (shape_util.h: reshape_view).
+    if (shape_util::is_pending_reshape(in[0]))
+      return mx::reshape(mx::negative(in[0].inputs()[0]), in[0].shape());
     return mx::negative(in[0]);
   }));
   r.add(ir::OpKind::kAbs, rule(kNumeric, [](const Values& in, E t) {

@@ -14,6 +14,7 @@
 #include "passes/attention.h"
 #include "passes/contract_fma.h"
 #include "passes/dce.h"
+#include "passes/negated_sum.h"
 #include "passes/norms.h"
 #include "passes/softmax.h"
 #include "passes/threefry.h"
@@ -1058,6 +1059,80 @@ TEST(FoldTransposedDots, OtherTransposesAndSharedProductsStay) {
   ASSERT_TRUE(fold_transposed_dots(shared).ok());
   EXPECT_EQ(count_ops(shared, OpKind::kTranspose), 1);
   EXPECT_EQ(shared.funcs[0].entry().ops[0].operands[0].id, shared.funcs[0].args()[0].id);
+}
+
+}  // namespace
+}  // namespace jaxmlx::passes
+
+namespace jaxmlx::passes {
+namespace {
+
+// main(x: f32[2, 3, 4]) = reduce(negate(x) init: `init`) applies add across dim 2, the negation
+// returned too when `extra_use`.
+ir::Module negated_sum_module(uint32_t init, bool extra_use = false,
+                              ir::ElementType type = ir::ElementType::kF32) {
+  ir::Module m;
+  Builder b{m};
+  b.func("main", 1, extra_use ? 2 : 1, false);
+  const ir::Type* x_t = m.types().tensor(type, {2, 3, 4});
+  const ir::Type* r_t = m.types().tensor(type, {2, 3});
+  const ir::Type* scalar = m.types().tensor(type, {});
+  b.f->arg_types = {x_t};
+  b.f->body.blocks[0].args[0].type = x_t;
+  ir::Value n = Builder::typed(b.op(OpKind::kNegate, {b.f->args()[0]}, 1), x_t);
+  ir::Value r = b.reduce(n, init, OpKind::kAdd, 2, scalar, r_t);
+  b.f->result_types = {r_t};
+  if (extra_use) b.f->result_types.push_back(x_t);
+  b.ret(extra_use ? std::vector<ir::Value>{r, n} : std::vector<ir::Value>{r});
+  return m;
+}
+
+TEST(SinkNegations, ASumOfNegationsIsTheNegatedSum) {
+  ir::Module m = negated_sum_module(0u);
+  const uint32_t x = m.funcs[0].args()[0].id;
+  ASSERT_TRUE(ir::verify(m).ok()) << ir::print_module(m);
+  ASSERT_TRUE(sink_negations(m).ok());
+  ASSERT_TRUE(drop_dead_ops(m).ok());
+  ASSERT_TRUE(ir::verify(m).ok()) << ir::verify(m).to_string() << ir::print_module(m);
+  const std::vector<ir::Op>& ops = m.funcs[0].entry().ops;
+  ASSERT_EQ(ops.size(), 4u) << ir::print_module(m);  // constant, reduce, negate, return
+  const ir::Op& reduce = ops[1];
+  ASSERT_EQ(reduce.kind, OpKind::kReduce);
+  EXPECT_EQ(reduce.operands[0].id, x);
+  const ir::Op& neg = ops[2];
+  ASSERT_EQ(neg.kind, OpKind::kNegate);
+  EXPECT_EQ(neg.operands[0].id, reduce.results[0].id);
+  EXPECT_EQ(neg.results[0].type->dims, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(ops[3].operands[0].id, neg.results[0].id);  // returned
+}
+
+TEST(SinkNegations, ASharedNegationStaysForItsOtherReaders) {
+  ir::Module m = negated_sum_module(0u, /*extra_use=*/true);
+  const uint32_t x = m.funcs[0].args()[0].id;
+  ASSERT_TRUE(sink_negations(m).ok());
+  ASSERT_TRUE(drop_dead_ops(m).ok());
+  ASSERT_TRUE(ir::verify(m).ok()) << ir::verify(m).to_string() << ir::print_module(m);
+  EXPECT_EQ(count_ops(m, OpKind::kNegate), 2);  // x's, returned; the sum's
+  ir::walk(m.funcs[0].body, [&](const ir::Op& op) {
+    if (op.kind == OpKind::kReduce) EXPECT_EQ(op.operands[0].id, x);
+  });
+}
+
+TEST(SinkNegations, OtherSumsStay) {
+  // From -0 or 1: left as written.
+  for (uint32_t init : {0x80000000u, 0x3F800000u}) {
+    ir::Module m = negated_sum_module(init);
+    ASSERT_TRUE(sink_negations(m).ok());
+    ir::walk(m.funcs[0].body, [&](const ir::Op& op) {
+      if (op.kind == OpKind::kReduce) EXPECT_NE(op.operands[0].id, m.funcs[0].args()[0].id);
+    });
+  }
+  // f32 only.
+  ir::Module half = negated_sum_module(0u, false, ir::ElementType::kF16);
+  ASSERT_TRUE(sink_negations(half).ok());
+  ir::walk(half.funcs[0].body, [&](const ir::Op& op) {
+    if (op.kind == OpKind::kReduce) EXPECT_NE(op.operands[0].id, half.funcs[0].args()[0].id);
+  });
 }
 
 }  // namespace

@@ -44,6 +44,7 @@
 #include "passes/contract_fma.h"
 #include "passes/dce.h"
 #include "passes/fold_tuples.h"
+#include "passes/negated_sum.h"
 #include "passes/norms.h"
 #include "passes/passes.h"
 #include "passes/softmax.h"
@@ -492,6 +493,7 @@ Status ExecutableImpl::init() {
     }
   }
   RETURN_IF_ERROR(passes::fold_transposed_dots(module_));  // after the recognizers' patterns
+  RETURN_IF_ERROR(passes::sink_negations(module_));
   RETURN_IF_ERROR(passes::drop_dead_ops(module_));
   ir::Func* entry = module_.find_func("main");
   if (entry == nullptr) return invalid_argument("the module has no @main function");

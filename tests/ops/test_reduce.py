@@ -525,3 +525,28 @@ def test_and_or_over_dims_of_one_element():
     for init in (True, False):
       check(lambda a, body=body, init=init: (lax.reduce(a, init, body, (1,)),
                                              lax.reduce(a, init, body, (0,))), x)
+
+
+# A sum of negations, as jax's gradients write it, is the negated sum (src/passes/negated_sum.h),
+# as XLA's simplifier makes it: a zero sum is -0 on jax's CPU backend. Bit for bit (integer
+# values, so that the summation order cannot show), the negation read elsewhere too or not.
+SIGNED_ROWS = np.array([[0.0, -0.0, 0.0], [-0.0, -0.0, -0.0], [0.0, 0.0, 0.0], [1.0, -1.0, 0.0],
+                        [2.0, 3.0, -0.5], [np.inf, 1.0, 2.0], [-np.inf, -0.0, 0.0]], np.float32)
+
+
+@pytest.mark.parametrize("axis", [1, None, (0, 1)], ids=str)
+def test_sum_of_negations_keeps_every_bit(axis):
+  check(lambda x: jnp.sum(-x, axis=axis), SIGNED_ROWS[:, :], exact=True)
+  check(lambda x, y: jnp.sum(-(x * y), axis=axis), SIGNED_ROWS, SIGNED_ROWS[::-1], exact=True)
+
+  def shared(x):  # one negation, summed and returned
+    n = -x
+    return jnp.sum(n, axis=axis), n
+
+  check(shared, SIGNED_ROWS, exact=True)
+
+
+def test_sum_of_negations_with_nan_and_opposite_infinities():
+  x = np.array([[np.nan, 1.0, 2.0], [np.inf, -np.inf, 1.0], [1.5, 2.25, -3.0]], np.float32)
+  check(lambda x: jnp.sum(-x, axis=1), x)
+  check(lambda x: -jnp.sum(-x, axis=0) + jnp.sum(-(x * x), axis=0), x)
