@@ -42,18 +42,25 @@ std::optional<ir::OpKind> match_binary_body(const ir::Region& region) {
 
 bool is_half_float(mx::Dtype dt) { return dt == mx::float16 || dt == mx::bfloat16; }
 
-// f32 max (or min) over `axes`, with IEEE-754 maximum's signed zeros as XLA has them: +0 > -0.
-// MLX returns whichever zero it met first (and propagates NaN). A zero result is all its
-// elements' extreme, so every element is <= 0 (max) / >= 0 (min), and their int32 views order
-// the zeros: for max, the int max is 0 exactly when a +0 took part, else negative (sign bit
-// set); for min, the int min has the sign bit exactly when a -0 took part. The zero's bits are
-// that extreme's sign bit.
+// f32 max (or min) over `axes`, with IEEE-754 maximum's signed zeros as XLA has them: +0 > -0,
+// and NaN winning. MLX's float max returns whichever zero it met first, so the reduction runs on
+// int32 keys that order the floats totally instead: a float's bits as they are when its sign is
+// clear, its magnitude bits flipped when set (-0 -> -1 below +0 -> 0, -inf lowest), and every NaN
+// the extreme key, so that it wins. One pass over `x` (a max of the floats and another of their
+// bits took two). The NaN that comes out is the quiet one, 0x7FC00000.
 mx::array signed_zero_extreme(const mx::array& x, const std::vector<int>& axes, bool is_max) {
-  mx::array r = is_max ? mx::max(x, axes) : mx::min(x, axes);
-  mx::array bits = mx::view(x, mx::int32);
-  bits = is_max ? mx::max(bits, axes) : mx::min(bits, axes);
-  mx::array zero = mx::view(mx::bitwise_and(bits, int_scalar(INT32_MIN, mx::int32)), mx::float32);
-  return mx::where(mx::equal(r, mx::zeros({}, mx::float32)), zero, r);
+  const mx::Dtype i32 = mx::int32;
+  const mx::array flip = int_scalar(INT32_MAX, i32);
+  const mx::array bits = mx::view(x, i32);
+  const mx::array nan = mx::greater(mx::bitwise_and(bits, flip), int_scalar(0x7F800000, i32));
+  const mx::array nan_key = int_scalar(is_max ? INT32_MAX : INT32_MIN, i32);
+  const mx::array zero = int_scalar(0, i32);
+  mx::array key = mx::where(nan, nan_key,
+                            mx::where(mx::less(bits, zero), mx::bitwise_xor(bits, flip), bits));
+  key = is_max ? mx::max(key, axes) : mx::min(key, axes);
+  mx::array out = mx::where(mx::less(key, zero), mx::bitwise_xor(key, flip), key);
+  out = mx::where(mx::equal(key, nan_key), int_scalar(0x7FC00000, i32), out);
+  return mx::view(out, mx::float32);
 }
 
 // f32 max (or min) folded with `init` (not the identity): XLA folds the init in once, with
