@@ -153,8 +153,9 @@ StatusOr<Values> dot_general(LowerContext& ctx, const ir::Op& op, const Values& 
     for (const auto& [have, want] : pairs) n += have != want;
     return n;
   };
+  const bool float_product = ir::is_float(ot.dtype) || ir::is_complex(ot.dtype);
   const bool plain =
-      dd.lhs_batching_dimensions.empty() && (ir::is_float(ot.dtype) || ir::is_complex(ot.dtype)) &&
+      dd.lhs_batching_dimensions.empty() && float_product &&
       reshapes({{lp.shape(), {m, k}}, {rp.shape(), {k, n}}, {out_shape, {m, n}}}) <=
           reshapes({{lp.shape(), {b, m, k}}, {rp.shape(), {b, k, n}}, {out_shape, {b, m, n}}});
   // A float product keeps each batch dim: [B1, ..., Bj, M, K] x [B1, ..., Bj, K, N]. MLX's matmul
@@ -162,7 +163,7 @@ StatusOr<Values> dot_general(LowerContext& ctx, const ir::Op& op, const Values& 
   // a strided view (attention's heads, split out of the model dim by a transpose): a kernel and
   // an MLX node per operand, and one more node for the result's reshape.
   mx::Shape lshape{b, m, k}, rshape{b, k, n};
-  if (!dd.lhs_batching_dimensions.empty() && (ir::is_float(ot.dtype) || ir::is_complex(ot.dtype))) {
+  if (!dd.lhs_batching_dimensions.empty() && float_product) {
     const size_t nb = dd.lhs_batching_dimensions.size();
     lshape = mx::Shape(lp.shape().begin(), lp.shape().begin() + nb);
     rshape = lshape;

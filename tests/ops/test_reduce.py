@@ -536,7 +536,7 @@ SIGNED_ROWS = np.array([[0.0, -0.0, 0.0], [-0.0, -0.0, -0.0], [0.0, 0.0, 0.0], [
 
 @pytest.mark.parametrize("axis", [1, None, (0, 1)], ids=str)
 def test_sum_of_negations_keeps_every_bit(axis):
-  check(lambda x: jnp.sum(-x, axis=axis), SIGNED_ROWS[:, :], exact=True)
+  check(lambda x: jnp.sum(-x, axis=axis), SIGNED_ROWS, exact=True)
   check(lambda x, y: jnp.sum(-(x * y), axis=axis), SIGNED_ROWS, SIGNED_ROWS[::-1], exact=True)
 
   def shared(x):  # one negation, summed and returned
