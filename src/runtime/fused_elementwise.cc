@@ -385,28 +385,47 @@ struct FusedElementwise::Plan {
 
 namespace {
 
-void run_program(const FusedProgram& p, const FusedElementwise::Plan& plan,
-                 const std::vector<mx::array>& inputs, std::vector<mx::array>& outs) {
-  const mx::array& out = outs[0];
-  const int64_t total = static_cast<int64_t>(out.size());
-  const mx::Shape& shape = out.shape();
+// What one run reads and writes, worked out when MLX evaluates the primitive (its buffers exist
+// by then: MLX's CPU ops allocate their outputs as they are evaluated) so that the task on the
+// stream holds plain pointers, not a weak copy of every array (an MLX array each: a training step
+// made ~8 per fused chain, 185 of the 311 arrays its run created).
+struct Operands {
+  std::vector<Source> in;
+  std::vector<char*> out;     // per result, its first element
+  std::vector<int> out_elem;  // per result, bytes per element
+  mx::Shape walked;           // the output shape without its size-1 dims (what gather() steps)
+  int64_t total = 0;          // output elements
+};
+
+Operands operands_for(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+  Operands ops;
+  const mx::Shape& shape = outputs[0].shape();
+  ops.total = static_cast<int64_t>(outputs[0].size());
+  for (int d : shape)
+    if (d != 1) ops.walked.push_back(d);
+  ops.in.reserve(inputs.size());
+  for (const mx::array& in : inputs) ops.in.push_back(source_for(in, shape));
+  ops.out.reserve(outputs.size());
+  ops.out_elem.reserve(outputs.size());
+  for (mx::array& o : outputs) {
+    ops.out.push_back(o.data<char>());
+    ops.out_elem.push_back(static_cast<int>(o.itemsize()));
+  }
+  return ops;
+}
+
+void run_program(const FusedProgram& p, const FusedElementwise::Plan& plan, const Operands& ops) {
+  const int64_t total = ops.total;
   const int nregs = p.num_inputs + static_cast<int>(p.code.size());
   const int chunk = static_cast<int>(std::min<int64_t>(kChunk, total));
-  // Slots of `chunk` elements of up to 4 bytes (uint32_t keeps them aligned for any type), and
-  // the per-input state: kept by MLX's stream thread from run to run (no allocation each).
+  // Slots of `chunk` elements of up to 4 bytes (uint32_t keeps them aligned for any type), kept
+  // by MLX's stream thread from run to run (no allocation each).
   thread_local std::vector<uint32_t> scratch;
-  thread_local std::vector<Source> sources;
   thread_local std::vector<const void*> ptr;
-  thread_local mx::Shape walked;  // what gather() steps through: `shape` without its size-1 dims
-  walked.clear();
-  for (int d : shape)
-    if (d != 1) walked.push_back(d);
   scratch.resize(std::max(scratch.size(), static_cast<size_t>(plan.num_slots) * chunk));
   auto slot = [&](int s) -> void* { return scratch.data() + static_cast<size_t>(s) * chunk; };
-  sources.clear();
   for (int i = 0; i < p.num_inputs; ++i) {
-    sources.push_back(source_for(inputs[i], shape));
-    const Source& s = sources.back();
+    const Source& s = ops.in[i];
     if (s.mode == Source::Mode::kSplat) {  // one element, repeated once for every chunk
       char* dst = static_cast<char*>(slot(i));
       for (int k = 0; k < chunk; ++k) std::memcpy(dst + k * s.elem, s.base, s.elem);
@@ -417,12 +436,12 @@ void run_program(const FusedProgram& p, const FusedElementwise::Plan& plan,
   for (int64_t start = 0; start < total; start += chunk) {
     const int n = static_cast<int>(std::min<int64_t>(chunk, total - start));
     for (int i = 0; i < p.num_inputs; ++i) {
-      const Source& s = sources[i];
+      const Source& s = ops.in[i];
       switch (s.mode) {
         case Source::Mode::kDirect: ptr[i] = s.base + start * s.elem; break;
         case Source::Mode::kSplat: ptr[i] = slot(i); break;
         case Source::Mode::kStrided:
-          gather_any(s, walked, start, n, slot(i));
+          gather_any(s, ops.walked, start, n, slot(i));
           ptr[i] = slot(i);
           break;
       }
@@ -431,8 +450,7 @@ void run_program(const FusedProgram& p, const FusedElementwise::Plan& plan,
       const FusedInstr& ins = p.code[j];
       for (size_t a = 0; a < ins.args.size(); ++a) args[a] = ptr[ins.args[a]];
       const int o = plan.out_of[j];
-      void* dst = o < 0 ? slot(plan.slot[p.num_inputs + j])
-                        : static_cast<void*>(outs[o].data<char>() + start * outs[o].itemsize());
+      void* dst = o < 0 ? slot(plan.slot[p.num_inputs + j]) : ops.out[o] + start * ops.out_elem[o];
       plan.kernels[j](args, dst, n);
       ptr[p.num_inputs + j] = dst;
     }
@@ -541,19 +559,13 @@ void FusedElementwise::eval_cpu(const std::vector<mx::array>& inputs,
     if (k + 1 < outputs.size() || !donated) outputs[k].set_data(mx::allocator::malloc(outputs[k].nbytes()));
   if (last.size() == 0) return;
   auto& encoder = mx::cpu::get_command_encoder(stream());
-  std::vector<mx::array> ins, outs;
-  ins.reserve(inputs.size());
-  for (const mx::array& in : inputs) {
-    encoder.set_input_array(in);
-    ins.push_back(mx::array::unsafe_weak_copy(in));
-  }
-  for (mx::array& o : outputs) {
-    encoder.set_output_array(o);
-    outs.push_back(mx::array::unsafe_weak_copy(o));
-  }
-  encoder.dispatch([program = program_, plan = plan_, ins = std::move(ins),
-                    outs = std::move(outs)]() mutable {
-    run_program(*program, *plan, ins, outs);
+  // MLX's cpu::eval keeps the inputs' and the other results' buffers alive until the stream has
+  // run this task, and the graph holds the array evaluated: as for MLX's own CPU kernels, which
+  // hold weak copies of their arrays.
+  for (const mx::array& in : inputs) encoder.set_input_array(in);
+  for (mx::array& o : outputs) encoder.set_output_array(o);
+  encoder.dispatch([program = program_, plan = plan_, ops = operands_for(inputs, outputs)] {
+    run_program(*program, *plan, ops);
   });
 }
 
