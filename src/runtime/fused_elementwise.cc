@@ -390,11 +390,14 @@ namespace {
 // stream holds plain pointers, not a weak copy of every input and result (each one more MLX
 // array: in a tiny MLP's training step, 185 of the 311 arrays a run made).
 struct Operands {
+  struct Result {
+    char* data;  // its first element
+    int elem;    // bytes per element
+  };
   std::vector<Source> in;
-  std::vector<char*> out;     // per result, its first element
-  std::vector<int> out_elem;  // per result, bytes per element
-  mx::Shape walked;           // the output shape without its size-1 dims (what gather() steps)
-  int64_t total = 0;          // output elements
+  std::vector<Result> out;
+  mx::Shape walked;   // the output shape without its size-1 dims (what gather() steps)
+  int64_t total = 0;  // output elements
 };
 
 Operands operands_for(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
@@ -406,11 +409,7 @@ Operands operands_for(const std::vector<mx::array>& inputs, std::vector<mx::arra
   ops.in.reserve(inputs.size());
   for (const mx::array& in : inputs) ops.in.push_back(source_for(in, shape));
   ops.out.reserve(outputs.size());
-  ops.out_elem.reserve(outputs.size());
-  for (mx::array& o : outputs) {
-    ops.out.push_back(o.data<char>());
-    ops.out_elem.push_back(static_cast<int>(o.itemsize()));
-  }
+  for (mx::array& o : outputs) ops.out.push_back({o.data<char>(), static_cast<int>(o.itemsize())});
   return ops;
 }
 
@@ -450,7 +449,7 @@ void run_program(const FusedProgram& p, const FusedElementwise::Plan& plan, cons
       const FusedInstr& ins = p.code[j];
       for (size_t a = 0; a < ins.args.size(); ++a) args[a] = ptr[ins.args[a]];
       const int o = plan.out_of[j];
-      void* dst = o < 0 ? slot(plan.slot[p.num_inputs + j]) : ops.out[o] + start * ops.out_elem[o];
+      void* dst = o < 0 ? slot(plan.slot[p.num_inputs + j]) : ops.out[o].data + start * ops.out[o].elem;
       plan.kernels[j](args, dst, n);
       ptr[p.num_inputs + j] = dst;
     }
