@@ -1,12 +1,15 @@
 // Lowering rules: jaxmlx.layer_norm and jaxmlx.rms_norm, jax's norm chains over the last dim (f32;
-// RMS norms of bf16/f16 computed in f32 too) as recognized by passes/norms.h (see there for the
-// semantics kept): MLX's fused normalization kernels (on the CPU MLX composes them from
-// primitives).
+// RMS norms of bf16/f16 computed in f32 too) as recognized by passes/norms.h, and their input
+// gradients jaxmlx.layer_norm_dx / jaxmlx.rms_norm_dx (passes/norm_grads.h; see both for the
+// semantics kept): MLX's fused normalization kernels and their VJPs (on the CPU MLX composes
+// them from primitives).
 #include <cstring>
 #include <optional>
 
 #include "lower/shape_util.h"
 #include "mlx/fast.h"
+#include "mlx/transforms.h"
+#include "passes/norm_grads.h"
 #include "passes/norms.h"
 
 namespace jaxmlx::lower {
@@ -37,16 +40,20 @@ StatusOr<float> norm_epsilon(LowerContext& ctx, const ir::Op& op, const Values& 
   return f;
 }
 
+// x less jax's mean (the sum divided by N), over the last dim. MLX's Metal kernels compute the
+// variance in one pass (E[x^2] - E[x]^2), which for centred values is the two-pass variance jax
+// computes to rounding, and otherwise loses digits when the mean dwarfs the spread. A layer norm
+// and its gradient are the same for x and x less any row constant.
+mx::array centred_rows(const mx::array& x) {
+  mx::array mean = mx::divide(mx::sum(x, -1, /*keepdims=*/true),
+                              mx::array(static_cast<float>(x.shape(-1))));
+  return mx::subtract(x, mean);
+}
+
 StatusOr<Values> lower_layer_norm(LowerContext& ctx, const ir::Op& op, const Values& in) {
   const bool has_scale = op.get_bool("has_scale"), has_bias = op.get_bool("has_bias");
   ASSIGN_OR_RETURN(float eps, norm_epsilon(ctx, op, in, 1 + has_scale + has_bias));
-  const ir::Type& t = operand_type(op, 0);
-  // Centred with jax's mean (the sum divided by N) first: MLX's Metal kernel computes the
-  // variance in one pass (E[x^2] - E[x]^2), which for centred values is the two-pass variance
-  // jax computes to rounding, and otherwise loses digits when the mean dwarfs the spread.
-  mx::array mean = mx::divide(mx::sum(in[0], -1, /*keepdims=*/true),
-                              mx::array(static_cast<float>(t.dims.back())));
-  mx::array centred = mx::subtract(in[0], mean);
+  mx::array centred = centred_rows(in[0]);
   std::optional<mx::array> scale, bias;
   if (has_scale) scale = in[1];
   if (has_bias) bias = in[has_scale ? 2 : 1];
@@ -61,11 +68,44 @@ StatusOr<Values> lower_rms_norm(LowerContext& ctx, const ir::Op& op, const Value
   return Values{mx::fast::rms_norm(in[0], scale, eps)};
 }
 
+// The input gradient of an unscaled norm of in[0] for the cotangent in[1]: MLX's VJP of its
+// kernel (LayerNormVJP / RMSNormVJP on a GPU).
+StatusOr<Values> lower_norm_dx(LowerContext& ctx, const ir::Op& op, const Values& in,
+                               bool layer) {
+  const auto* eps = op.attr<ir::FloatAttr>("epsilon");
+  if (in.size() != 2 || op.results.size() != 1 || eps == nullptr ||
+      eps->type != ir::ElementType::kF32)
+    return ctx.malformed(op, "norm gradient operands");
+  const ir::Type& t = operand_type(op, 0);
+  if (!is_static(t) || t.rank() < 1 || t.dtype != ir::ElementType::kF32 ||
+      operand_type(op, 1) != t || result_type(op) != t)
+    return ctx.malformed(op, "norm gradient of a static f32 tensor and a cotangent of its type");
+  const auto bits = static_cast<uint32_t>(eps->bits);
+  float e = 0;
+  std::memcpy(&e, &bits, 4);
+  auto norm = [layer, e](const std::vector<mx::array>& x) {
+    return std::vector<mx::array>{layer ? mx::fast::layer_norm(x[0], std::nullopt, std::nullopt, e)
+                                        : mx::fast::rms_norm(x[0], std::nullopt, e)};
+  };
+  mx::array x = layer ? centred_rows(in[0]) : in[0];
+  return Values{mx::vjp(norm, {x}, {in[1]}).second[0]};
+}
+
+StatusOr<Values> lower_layer_norm_dx(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  return lower_norm_dx(ctx, op, in, /*layer=*/true);
+}
+
+StatusOr<Values> lower_rms_norm_dx(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  return lower_norm_dx(ctx, op, in, /*layer=*/false);
+}
+
 }  // namespace
 
 void register_norms(Registry& r) {
   r.add_custom_call(passes::kLayerNormTarget, lower_layer_norm);
   r.add_custom_call(passes::kRmsNormTarget, lower_rms_norm);
+  r.add_custom_call(passes::kLayerNormGradTarget, lower_layer_norm_dx);
+  r.add_custom_call(passes::kRmsNormGradTarget, lower_rms_norm_dx);
 }
 
 }  // namespace jaxmlx::lower

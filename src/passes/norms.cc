@@ -9,13 +9,13 @@
 #include <unordered_set>
 #include <vector>
 
-#include "passes/chain_match.h"
+#include "passes/norm_chain.h"
 
 namespace jaxmlx::passes {
 namespace {
 
 using ir::OpKind;
-using Ops = std::vector<const ir::Op*>;
+using Ops = NormChain::Ops;
 
 struct Norm {
   bool layer = false;  // layer norm, else RMS norm
@@ -24,16 +24,9 @@ struct Norm {
   uint32_t eps_bits = 0;
 };
 
-// The reciprocal of the norm: rsqrt(MEAN(%sq) + eps), and the scale multiplied into it (flax).
-struct Reciprocal {
-  ir::Value squares;  // what MEAN averages
-  uint32_t eps_bits = 0;
-  std::optional<ir::Value> scale;
-};
-
-class Matcher : public ChainMatcher {
+class Matcher : public NormChain {
  public:
-  using ChainMatcher::ChainMatcher;
+  using NormChain::NormChain;
 
   // The norm whose last op is `op`; `ops` gets the other ops the call replaces.
   std::optional<Norm> match(const ir::Op& op, Ops& ops) const {
@@ -69,91 +62,6 @@ class Matcher : public ChainMatcher {
   }
 
  private:
-  static void add(const ir::Op* op, Ops& ops) {
-    if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
-  }
-
-  // Adds the ops from `v` back to (not including) the op defining `source`.
-  void add_chain(const ir::Value& v, const ir::Value& source, Ops& ops) const {
-    for (ir::Value cur = v; !(cur == source);) {
-      const ir::Op* op = def(cur);
-      add(op, ops);
-      cur = op->operands[0];
-    }
-  }
-
-  // Whether every value the replaced ops define is read by them or by `root` alone.
-  bool self_contained(const ir::Op& root, const Ops& ops) const {
-    std::unordered_map<uint32_t, int> reads;
-    for (const ir::Value& v : root.operands) ++reads[v.id];
-    for (const ir::Op* o : ops)
-      for (const ir::Value& v : o->operands) ++reads[v.id];
-    for (const ir::Op* o : ops)
-      for (const ir::Value& r : o->results)
-        if (uses(r) != reads[r.id]) return false;
-    return true;
-  }
-
-  static std::vector<int64_t> last_dim(const ir::Value& x) { return {x.type->rank() - 1}; }
-
-  // BACK(v) along the last dim of `x`: the value it starts from.
-  std::optional<ir::Value> back(const ir::Value& v, const ir::Value& x, Ops& ops) const {
-    std::optional<ir::Value> s = back_source(v, x);
-    if (!s || !back_is_exact(v, *s, last_dim(x), x)) return std::nullopt;
-    add_chain(v, *s, ops);
-    return s;
-  }
-
-  // PARAM(p): `v` is a 1-D %p of x's element type and last dim size, taken along the last dim.
-  std::optional<ir::Value> param(const ir::Value& v, const ir::Value& x, Ops& ops) const {
-    std::optional<ir::Value> p = back_source(v, x);
-    if (!p || p->type == nullptr || !p->type->is_tensor || !p->type->ranked ||
-        p->type->dtype != x.type->dtype || p->type->rank() != 1 ||
-        p->type->dims[0] != x.type->dims.back())
-      return std::nullopt;
-    std::vector<int64_t> others(static_cast<size_t>(x.type->rank() - 1));
-    for (size_t i = 0; i < others.size(); ++i) others[i] = static_cast<int64_t>(i);
-    if (!back_is_exact(v, *p, others, x)) return std::nullopt;
-    add_chain(v, *p, ops);
-    return p;
-  }
-
-  // MEAN(a) defining `m`, a of x's type: a.
-  std::optional<ir::Value> mean_of(const ir::Value& m, const ir::Value& x, Ops& ops) const {
-    const ir::Op* div = single(m, OpKind::kDivide, 2);
-    if (div == nullptr || !is_f32_tensor(m)) return std::nullopt;
-    const ir::Type& xt = *x.type;
-    const ir::Type& mt = *m.type;
-    if (mt.rank() != xt.rank() || mt.dims.back() != 1 ||
-        !std::equal(xt.dims.begin(), xt.dims.end() - 1, mt.dims.begin()))
-      return std::nullopt;
-    const float n = static_cast<float>(xt.dims.back());
-    uint32_t n_bits = 0;
-    std::memcpy(&n_bits, &n, 4);
-    if (f32_splat_bits(div->operands[1]) != n_bits) return std::nullopt;
-    // K: from the reduce's result to the keepdims shape.
-    ir::Value red = div->operands[0];
-    for (int steps = 0;; ++steps) {
-      const ir::Op* k = def(red);
-      if (k == nullptr || steps > 4) return std::nullopt;
-      if (k->kind == OpKind::kReduce && k->operands.size() == 2) break;
-      if ((k->kind != OpKind::kBroadcastInDim && k->kind != OpKind::kReshape) ||
-          k->operands.size() != 1 || k->results.size() != 1)
-        return std::nullopt;
-      red = k->operands[0];
-    }
-    const ir::Value& a = def(red)->operands[0];
-    if (a.type == nullptr || *a.type != xt) return std::nullopt;
-    if (reduce_of(red, a, OpKind::kAdd, 0u) != last_dim(x)) return std::nullopt;
-    // The keepdims chain must keep the reduce's elements in order: check it against a value of
-    // m's type (x with the last dim 1).
-    if (!back_is_exact(div->operands[0], red, last_dim(m), m)) return std::nullopt;
-    add(div, ops);
-    add_chain(div->operands[0], red, ops);
-    add(def(red), ops);
-    return a;
-  }
-
   // `w` is BACK(rsqrt(add(MEAN(%sq), eps))), or that times PARAM(%scale) (either order).
   std::optional<Reciprocal> reciprocal(const ir::Value& w, const ir::Value& x, Ops& ops) const {
     const size_t mark = ops.size();
@@ -175,34 +83,6 @@ class Matcher : public ChainMatcher {
       ops.resize(mark);
     }
     return std::nullopt;
-  }
-
-  std::optional<Reciprocal> rsqrt_of(const ir::Value& r, const ir::Value& x, Ops& ops) const {
-    const ir::Op* rs = single(r, OpKind::kRsqrt, 1);
-    const ir::Op* sum = rs ? single(rs->operands[0], OpKind::kAdd, 2) : nullptr;
-    if (sum == nullptr) return std::nullopt;
-    for (int i = 0; i < 2; ++i) {
-      std::optional<uint32_t> eps = f32_splat_bits(sum->operands[1 - i]);
-      if (!eps) continue;
-      std::optional<ir::Value> sq = mean_of(sum->operands[i], x, ops);
-      if (!sq) return std::nullopt;
-      add(rs, ops);
-      add(sum, ops);
-      return Reciprocal{*sq, *eps, std::nullopt};
-    }
-    return std::nullopt;
-  }
-
-  // `c` = subtract(x, BACK(MEAN(x))): x.
-  std::optional<ir::Value> centred(const ir::Value& c, Ops& ops) const {
-    const ir::Op* sub = single(c, OpKind::kSubtract, 2);
-    if (sub == nullptr) return std::nullopt;
-    const ir::Value& x = sub->operands[0];
-    if (x.type == nullptr || !is_f32_tensor(c) || *x.type != *c.type) return std::nullopt;
-    std::optional<ir::Value> m = back(sub->operands[1], x, ops);
-    if (!m || mean_of(*m, x, ops) != x) return std::nullopt;
-    add(sub, ops);
-    return x;
   }
 
   // A bf16/f16 RMS norm computed in f32 (Llama's): multiply(convert(%z), PARAM(%scale)) or
@@ -296,8 +176,7 @@ class Matcher : public ChainMatcher {
 
   // Whether the subtracts defining `a` and `b` (centred) subtract BACK chains of one mean.
   bool same_mean(const ir::Value& a, const ir::Value& b) const {
-    std::optional<ir::Value> ma = back_source(def(a)->operands[1], def(a)->operands[0]);
-    std::optional<ir::Value> mb = back_source(def(b)->operands[1], def(b)->operands[0]);
+    std::optional<ir::Value> ma = mean_subtracted(a), mb = mean_subtracted(b);
     return ma && mb && *ma == *mb;
   }
 };

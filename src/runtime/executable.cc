@@ -38,17 +38,7 @@
 #include "mlx/mlx.h"
 #include "mlx/primitives.h"
 #include "mlx/scheduler.h"
-#include "passes/argminmax.h"
-#include "passes/attention.h"
-#include "passes/chain_match.h"
-#include "passes/contract_fma.h"
-#include "passes/dce.h"
-#include "passes/fold_tuples.h"
-#include "passes/negated_sum.h"
-#include "passes/norms.h"
-#include "passes/passes.h"
-#include "passes/softmax.h"
-#include "passes/transposed_dot.h"
+#include "passes/pipeline.h"
 #include "passes/value_calls.h"
 #include "runtime/constant_inputs.h"
 #include "runtime/cpu_fusion.h"
@@ -480,21 +470,7 @@ class ExecutableImpl final : public Executable,
 };
 
 Status ExecutableImpl::init() {
-  RETURN_IF_ERROR(passes::run_passes(module_));
-  RETURN_IF_ERROR(passes::fold_tuples(module_));
-  RETURN_IF_ERROR(passes::contract_fma(module_, passes::fma_contraction_mode(),
-                                       passes::xla_cpu_contracts_f16()));
-  if (passes::recognizers_enabled()) {
-    RETURN_IF_ERROR(passes::recognize_argminmax(module_));
-    RETURN_IF_ERROR(passes::recognize_softmax(module_));
-    if (passes::fast_kernels_enabled(worker_->info().is_gpu)) {
-      RETURN_IF_ERROR(passes::recognize_norms(module_));
-      RETURN_IF_ERROR(passes::recognize_attention(module_));
-    }
-  }
-  RETURN_IF_ERROR(passes::fold_transposed_dots(module_));  // after the recognizers' patterns
-  RETURN_IF_ERROR(passes::sink_negations(module_));
-  RETURN_IF_ERROR(passes::drop_dead_ops(module_));
+  RETURN_IF_ERROR(passes::prepare_for_lowering(module_, worker_->info().is_gpu));
   ir::Func* entry = module_.find_func("main");
   if (entry == nullptr) return invalid_argument("the module has no @main function");
   entry_ = entry;

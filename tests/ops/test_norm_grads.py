@@ -1,0 +1,180 @@
+"""Gradients of layer norms and RMS norms (src/passes/norm_grads.cc: the input gradient jax's
+autodiff writes becomes MLX's normalization VJP, src/lower/norms.cc) against jax's CPU backend,
+and which programs the rewrite takes (jaxmlx-dump --passes=gpu: the rewrites of a GPU compile,
+on jax's own serialized program).
+
+Values run with JAXMLX_FAST_KERNELS=1 (the rewrite, on whatever device this is), =0 (jax's own
+chain) and with every recognizer off, as tests/ops/test_norms.py does; its rows: moderate
+values, a NaN, a constant row, a mean 30x the spread, squares that overflow, zeros.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tests.ops.edge_values import rand
+from tests.ops.harness import check
+from tests.ops.test_norms import D, flax_layer_norm, layer_norm, params, rms_norm, rows
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(params=["1", "0", "off"], ids=["fast", "chain", "unrecognized"])
+def fast_norms(request, monkeypatch):
+  if request.param == "off":
+    monkeypatch.setenv("JAXMLX_RECOGNIZE", "0")
+  monkeypatch.setenv("JAXMLX_FAST_KERNELS", "1" if request.param == "off" else request.param)
+  return request.param
+
+
+def centred_once(x, g, b):  # `x - mean` written once, jnp.square
+  c = x - jnp.mean(x, -1, keepdims=True)
+  return c * jax.lax.rsqrt(jnp.mean(jnp.square(c), -1, keepdims=True) + 1e-5) * g + b
+
+
+def pre_norm_block(p, x):  # two norms on a residual stream: their gradients share one add tree
+  h = x + jnp.tanh(layer_norm(x, p["g1"], p["b1"]) @ p["w"])
+  return h + jax.nn.gelu(layer_norm(h, p["g2"], p["b2"]) @ p["w"])
+
+
+def block_params():
+  g, b = params()
+  return {"g1": g, "b1": b, "g2": g[::-1].copy(), "b2": b[::-1].copy(),
+          "w": rand(np.float32, (D, D), 65, scale=0.125)}
+
+
+def cotangent(shape):
+  return rand(np.float32, shape, 66, scale=1.5)
+
+
+def vjp(f):
+  """x, dy -> the gradient of f at x for the cotangent dy (f's other inputs fixed)."""
+  return lambda x, dy, *rest: jax.vjp(lambda x: f(x, *rest), x)[1](dy)[0]
+
+
+def test_layer_norm_input_gradient(fast_norms):
+  g, b = params()
+  x = rows()
+  dy = cotangent(x.shape)
+  for f in (layer_norm, centred_once, flax_layer_norm):
+    check(vjp(f), x, dy, g, b, rtol=2e-5, atol=1e-4)
+  check(vjp(lambda x: layer_norm(x, 1.0, 0.0)), x, dy, rtol=2e-5, atol=1e-4)
+
+
+def test_rms_norm_input_gradient(fast_norms):
+  g, _ = params()
+  x = rows()
+  check(vjp(rms_norm), x, cotangent(x.shape), g, rtol=2e-5, atol=1e-4)
+
+
+def test_parameter_gradients_of_a_pre_norm_block(fast_norms):
+  x = rand(np.float32, (2, 5, D), 64, scale=2.0)
+  x[1, 2] += 40.0  # a row whose mean dwarfs its spread
+  dy = cotangent(x.shape)
+  loss = lambda p, x: jnp.sum(pre_norm_block(p, x) * dy)  # noqa: E731
+  check(lambda p, x: jax.grad(loss, argnums=(0, 1))(p, x), block_params(), x, rtol=2e-5,
+        atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(D,), (1, D), (2, 1, 3, D)], ids=str)
+def test_norm_gradient_shapes(shape, monkeypatch):
+  monkeypatch.setenv("JAXMLX_FAST_KERNELS", "1")
+  g, b = params()
+  x = rand(np.float32, shape, 63, scale=2.0)
+  dy = cotangent(shape)
+  check(lambda x, dy: (vjp(layer_norm)(x, dy, g, b), vjp(rms_norm)(x, dy, g)), x, dy,
+        rtol=2e-5, atol=1e-4)
+
+
+# ---- which programs are rewritten ---------------------------------------------------------------
+
+def dump_tool() -> str:
+  return os.environ.get("JAXMLX_DUMP") or os.path.join(REPO, "build", "tools", "jaxmlx-dump")
+
+
+def rewritten(fn, *args) -> str:
+  """Our IR of jit(fn) after a GPU compile's rewrites, read from jax's own serialized program."""
+  if not os.path.exists(dump_tool()):
+    pytest.skip(f"jaxmlx-dump not built at {dump_tool()} (set JAXMLX_DUMP)")
+  from jax._src.interpreters import mlir as mlir_interp
+  from jax._src.lib import _jax
+  from jaxlib.mlir.dialects import stablehlo
+  module = jax.jit(fn).trace(*args).lower().compiler_ir("stablehlo")
+  data = _jax.mlir.serialize_portable_artifact(mlir_interp.module_to_bytecode(module),
+                                               stablehlo.get_current_version())
+  with tempfile.NamedTemporaryFile(suffix=".mlirbc", delete=False) as f:
+    f.write(data)
+  try:
+    proc = subprocess.run([dump_tool(), f.name, "--passes=gpu"], capture_output=True, text=True,
+                          env={**os.environ, "JAXMLX_RECOGNIZE": "1", "JAXMLX_FAST_KERNELS": ""})
+  finally:
+    os.unlink(f.name)
+  assert proc.returncode == 0, proc.stderr
+  return proc.stdout
+
+
+def calls(text: str) -> dict[str, int]:
+  found: dict[str, int] = {}
+  for name in re.findall(r'call_target_name = "(jaxmlx\.[a-z_]+)"', text):
+    found[name] = found.get(name, 0) + 1
+  return found
+
+
+def f32(*shape):
+  return jnp.zeros(shape, jnp.float32)
+
+
+def test_training_norms_become_the_kernels_and_their_gradients():
+  x, dy, g, b = f32(2, 8, D), f32(2, 8, D), f32(D), f32(D)
+  # The norm with its gradient: the forward chain is then read by itself only, so it is a call.
+  text = rewritten(lambda x, g, b: jax.grad(lambda x, g, b: jnp.sum(layer_norm(x, g, b) ** 2),
+                                            argnums=(0, 1, 2))(x, g, b), x, g, b)
+  assert calls(text) == {"jaxmlx.layer_norm": 1, "jaxmlx.layer_norm_dx": 1}
+  # Every row sum of the backward pass went into the call: of the sums over x-shaped values,
+  # only the scale's and the bias's over the batch dims stay.
+  assert text.count("}) : (tensor<2x8x64xf32>, tensor<f32>)") == 2
+  # The input gradient alone: nothing of the forward pass is left.
+  assert calls(rewritten(vjp(centred_once), x, dy, g, b)) == {"jaxmlx.layer_norm_dx": 1}
+  assert calls(rewritten(vjp(rms_norm), x, dy, g)) == {"jaxmlx.rms_norm_dx": 1}
+  # Two norms on a residual stream: the second's gradient is one term of the stream's add tree.
+  p = jax.tree.map(jnp.asarray, block_params())
+  text = rewritten(lambda p, x: jax.grad(lambda p, x: jnp.sum(pre_norm_block(p, x)),
+                                         argnums=(0, 1))(p, x), p, x)
+  assert calls(text).get("jaxmlx.layer_norm_dx") == 2
+
+
+def test_gradient_lookalikes_stay_as_jax_wrote_them():
+  x, dy, g, b = f32(2, 8, D), f32(2, 8, D), f32(D), f32(D)
+
+  def var_norm(x):  # jnp.var's own mean and its ddof select
+    return (x - x.mean(-1, keepdims=True)) * jax.lax.rsqrt(jnp.var(x, -1, keepdims=True) + 1e-5)
+
+  def times_itself(x):  # c * c: the product's two terms read one broadcast
+    c = x - x.mean(-1, keepdims=True)
+    return c * jax.lax.rsqrt((c * c).mean(-1, keepdims=True) + 1e-5)
+
+  def first_axis(x):
+    mean = x.mean(0, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(((x - mean) ** 2).mean(0, keepdims=True) + 1e-5)
+
+  def sample_variance(x):  # divides the squares' sum by N - 1: another function
+    c = x - x.mean(-1, keepdims=True)
+    return c * jax.lax.rsqrt(jnp.sum(c ** 2, -1, keepdims=True) / (D - 1) + 1e-5)
+
+  for f in (var_norm, times_itself, first_axis, sample_variance):
+    assert "_dx" not in str(calls(rewritten(vjp(lambda x: f(x)), x, dy))), f.__name__
+  # flax's order (the scale inside the reciprocal): its cotangent never meets BACK(rsqrt) alone.
+  assert "jaxmlx.layer_norm_dx" not in calls(rewritten(vjp(flax_layer_norm), x, dy, g, b))
+  # The forward mean also returned: the gradient is still the call, the forward chain stays.
+  def with_mean(x, dy):
+    mean = x.mean(-1, keepdims=True)
+    return vjp(lambda x: layer_norm(x, 1.0, 0.0))(x, dy), mean
+  assert calls(rewritten(with_mean, x, dy)) == {"jaxmlx.layer_norm_dx": 1}
