@@ -1,6 +1,8 @@
 // Lowering rules: jaxmlx.softmax, jax.nn.softmax's f32 chain as recognized by passes/softmax.h
 // (see there for the semantics kept): MLX's softmax, one fused kernel over the last dim. Other
-// dims go through a transpose (one reduced dim) or MLX's composed softmax (several).
+// dims go through a transpose (one reduced dim) or MLX's composed softmax (several). And
+// jaxmlx.softmax_dx, its gradient from the softmax y and the cotangent dy: y * (dy - sum(dy * y)),
+// MLX's own softmax VJP.
 #include <algorithm>
 #include <numeric>
 
@@ -32,8 +34,26 @@ StatusOr<Values> lower_softmax(LowerContext& ctx, const ir::Op& op, const Values
   return Values{mx::softmax(x, to_ints(dims), true)};
 }
 
+StatusOr<Values> lower_softmax_dx(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  if (in.size() != 2 || op.results.size() != 1) return ctx.malformed(op, "softmax_dx operands");
+  const ir::Type& t = operand_type(op, 0);
+  const int rank = static_cast<int>(t.rank());
+  std::vector<int64_t> dims = op.get_i64s("dimensions");
+  if (dims.empty() || !is_static(t) || t.dtype != ir::ElementType::kF32 ||
+      operand_type(op, 1) != t || result_type(op) != t)
+    return ctx.malformed(op, "softmax_dx of static f32 tensors of one type over some dims");
+  for (int64_t d : dims)
+    if (d < 0 || d >= rank) return ctx.malformed(op, "softmax_dx dimension out of range");
+  const mx::array &y = in[0], &dy = in[1];
+  mx::array dot = mx::sum(mx::multiply(dy, y), to_ints(dims), /*keepdims=*/true);
+  return Values{mx::multiply(y, mx::subtract(dy, dot))};
+}
+
 }  // namespace
 
-void register_softmax(Registry& r) { r.add_custom_call(passes::kSoftmaxTarget, lower_softmax); }
+void register_softmax(Registry& r) {
+  r.add_custom_call(passes::kSoftmaxTarget, lower_softmax);
+  r.add_custom_call(passes::kSoftmaxGradTarget, lower_softmax_dx);
+}
 
 }  // namespace jaxmlx::lower

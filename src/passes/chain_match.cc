@@ -117,10 +117,12 @@ bool ChainMatcher::back_is_exact(const ir::Value& v, const ir::Value& source,
     chain.push_back(op);
     cur = op->operands[0];
   }
-  // Which reduce dim each dim of the current value carries (-1: none, or size 1).
+  // Which of the source's dims each dim of the current value carries, counting the source's dims
+  // of size > 1 only (-1: none, or size 1): size-1 dims do not change the elements' order.
   const ir::Type& src = *source.type;
   std::vector<int64_t> carried(src.dims.size());
-  for (size_t i = 0; i < carried.size(); ++i) carried[i] = src.dims[i] == 1 ? -1 : int64_t(i);
+  int64_t ordinal = 0;
+  for (size_t i = 0; i < carried.size(); ++i) carried[i] = src.dims[i] == 1 ? -1 : ordinal++;
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
     const ir::Op& op = **it;
     const ir::Type& in = *op.operands[0].type;
@@ -152,10 +154,11 @@ bool ChainMatcher::back_is_exact(const ir::Value& v, const ir::Value& source,
       if (out.dims[i] == 1) next[i] = -1;
     carried = std::move(next);
   }
-  // Reduce dim k is x's k-th kept dim.
+  // The source's k-th dim of size > 1 is x's k-th kept dim of size > 1.
   std::vector<int64_t> kept;
   for (int64_t d = 0; d < x.type->rank(); ++d)
-    if (!std::binary_search(reduced.begin(), reduced.end(), d)) kept.push_back(d);
+    if (!std::binary_search(reduced.begin(), reduced.end(), d) && x.type->dims[d] != 1)
+      kept.push_back(d);
   if (carried.size() != x.type->dims.size()) return false;
   for (size_t d = 0; d < carried.size(); ++d) {
     if (x.type->dims[d] == 1) continue;

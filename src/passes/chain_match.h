@@ -54,9 +54,9 @@ class ChainMatcher {
   // returned value's uses are the caller's to check.
   std::optional<ir::Value> back_source(const ir::Value& v, const ir::Value& x) const;
 
-  // Whether the chain from `source` (a reduce's result, or a value of the same elements, possibly
-  // with size-1 dims added at the end) to `v` puts element (k0, k1, ...) of the reduce (the kept
-  // dims of x, in order) at every x position with those kept coordinates.
+  // Whether the chain from `source` (a reduce's result, or a value of the same elements in the
+  // same order: size-1 dims added or dropped anywhere) to `v` puts element (k0, k1, ...) of the
+  // reduce (the kept dims of x, in order) at every x position with those kept coordinates.
   bool back_is_exact(const ir::Value& v, const ir::Value& source,
                      const std::vector<int64_t>& reduced, const ir::Value& x) const;
 

@@ -17,6 +17,7 @@ from jax import lax
 from tests.ops.edge_values import values
 from tests.ops.edge_values import rand as edge_rand
 from tests.ops.harness import check
+from tests.ops.rewrites import calls, rewritten
 
 INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
 FLOATS = [np.float16, jnp.bfloat16, np.float32]
@@ -425,11 +426,41 @@ def test_softmax_lookalikes_keep_their_own_meaning():
   check(lambda a: jax.nn.softmax(a.astype(jnp.float16), axis=1), np.clip(x, -60000, 60000))
 
 
-def test_softmax_and_its_gradient():
-  # Training: the backward pass reads the softmax's intermediates, so the chain stays.
+def test_softmax_and_its_gradient(recognizers):
+  # Training: jax 0.10 differentiates the divide; the forward chain and its gradient become
+  # jaxmlx.softmax and jaxmlx.softmax_dx together (passes/softmax.h).
   x = edge_rand(np.float32, (4, 9), 54, scale=3.0)
   w = rand(np.float32, (4, 9), 55)
   check(jax.value_and_grad(lambda a: (jax.nn.softmax(a) * w).sum()), x)
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1, (1, 2)], ids=str)
+def test_softmax_gradient_every_axis(axis, recognizers):
+  x = softmax_rows()
+  dy = edge_rand(np.float32, x.shape, 57, scale=2.0)
+  check(lambda a, dy: jax.vjp(lambda a: jax.nn.softmax(a, axis=axis), a)[1](dy)[0], x, dy,
+        rtol=1e-5, atol=1e-6)
+  # The output and the gradient: the gradient reads the softmax call that replaced the divide.
+  check(lambda a, dy: (lambda y, f: (y, f(dy)[0]))(*jax.vjp(
+      lambda a: jax.nn.softmax(a, axis=axis), a)), x, dy, rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_gradients_become_calls():
+  x = np.zeros((2, 4, 8, 8), np.float32)
+  v = np.zeros((2, 4, 8, 16), np.float32)
+
+  def attend_grad(s, v, ct):  # attention's softmax, differentiated as in training
+    return jax.vjp(lambda s, v: jax.nn.softmax(s, axis=-1) @ v, s, v)[1](ct)
+
+  assert calls(rewritten(attend_grad, x, v, v)) == {"jaxmlx.softmax": 1,
+                                                    "jaxmlx.softmax_dx": 1}
+  grad_only = lambda s, ct: jax.vjp(lambda s: jax.nn.softmax(s, axis=1), s)[1](ct)[0]  # noqa
+  assert calls(rewritten(grad_only, x, x)) == {"jaxmlx.softmax": 1, "jaxmlx.softmax_dx": 1}
+
+  def log_softmax_grad(s, ct):  # another function: stays jax's chain
+    return jax.vjp(lambda s: jax.nn.log_softmax(s, axis=-1), s)[1](ct)[0]
+
+  assert "jaxmlx.softmax_dx" not in calls(rewritten(log_softmax_grad, x, x))
 
 
 def test_softmax_in_a_compiled_loop(monkeypatch):
