@@ -108,6 +108,19 @@ std::optional<ir::Value> ChainMatcher::back_source(const ir::Value& v, const ir:
   return std::nullopt;
 }
 
+std::optional<ir::Value> ChainMatcher::spread_source(const ir::Value& v) const {
+  ir::Value cur = v;
+  for (int steps = 0; steps < 8; ++steps) {
+    const ir::Op* op = def(cur);
+    if (op == nullptr || op->operands.size() != 1 ||
+        (op->kind != OpKind::kBroadcastInDim && op->kind != OpKind::kReshape))
+      break;
+    cur = op->operands[0];
+  }
+  if (cur == v) return std::nullopt;
+  return cur;
+}
+
 bool ChainMatcher::back_is_exact(const ir::Value& v, const ir::Value& source,
                                  const std::vector<int64_t>& reduced, const ir::Value& x) const {
   std::vector<const ir::Op*> chain;

@@ -54,6 +54,10 @@ class ChainMatcher {
   // returned value's uses are the caller's to check.
   std::optional<ir::Value> back_source(const ir::Value& v, const ir::Value& x) const;
 
+  // The value the broadcasts and reshapes defining `v` start from (however often each is read),
+  // or nullopt when `v` is defined by neither.
+  std::optional<ir::Value> spread_source(const ir::Value& v) const;
+
   // Whether the chain from `source` (a reduce's result, or a value of the same elements in the
   // same order: size-1 dims added or dropped anywhere) to `v` puts element (k0, k1, ...) of the
   // reduce (the kept dims of x, in order) at every x position with those kept coordinates.

@@ -7,6 +7,7 @@
 #include "passes/contract_fma.h"
 #include "passes/dce.h"
 #include "passes/fold_tuples.h"
+#include "passes/logsumexp.h"
 #include "passes/negated_sum.h"
 #include "passes/norm_grads.h"
 #include "passes/norms.h"
@@ -23,6 +24,7 @@ Status prepare_for_lowering(ir::Module& m, bool on_gpu) {
   if (recognizers_enabled()) {
     RETURN_IF_ERROR(recognize_argminmax(m));
     RETURN_IF_ERROR(recognize_softmax(m));
+    RETURN_IF_ERROR(recognize_logsumexp(m));
     if (fast_kernels_enabled(on_gpu)) {
       RETURN_IF_ERROR(recognize_norm_grads(m));
       RETURN_IF_ERROR(drop_dead_ops(m));

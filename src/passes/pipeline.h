@@ -2,9 +2,9 @@
 // (the executable's compile and `jaxmlx-dump --passes` run the same list):
 //
 //   run_passes (sharding, threefry, inlining), fold_tuples, contract_fma, then the recognizers
-//   unless JAXMLX_RECOGNIZE=0 (argmin/argmax, softmax; where fast_kernels_enabled: the norms'
-//   gradients, dead ops dropped, the norms, attention), fold_transposed_dots, sink_negations,
-//   drop_dead_ops.
+//   unless JAXMLX_RECOGNIZE=0 (argmin/argmax, softmax, logsumexp; where fast_kernels_enabled: the
+//   norms' gradients, dead ops dropped, the norms, attention), fold_transposed_dots,
+//   sink_negations, drop_dead_ops.
 //
 // The order matters: each recognizer sees jax's chains before the generic rewrites change them;
 // the norm gradients go before the norms, whose intermediates they read.

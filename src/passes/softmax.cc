@@ -153,20 +153,6 @@ class Matcher : public ChainMatcher {
     return t && row_source(*t, rows(p)) == p.sum && back_is_exact(v, *t, p.dims, p.x);
   }
 
-  // The value the broadcasts and reshapes defining `v` start from.
-  std::optional<ir::Value> spread_source(const ir::Value& v) const {
-    ir::Value cur = v;
-    for (int steps = 0; steps < 8; ++steps) {
-      const ir::Op* op = def(cur);
-      if (op == nullptr || op->operands.size() != 1 ||
-          (op->kind != OpKind::kBroadcastInDim && op->kind != OpKind::kReshape))
-        break;
-      cur = op->operands[0];
-    }
-    if (cur == v) return std::nullopt;
-    return cur;
-  }
-
   // BACK'(negate(KEEP(sum(W)))) defining `v`, W = %dy * %e * BACK(1 / (S * S)) in any order and
   // nesting, S reaching %s through row-order-keeping ops.
   bool correction(const ir::Value& v, const Softmax& p, const ir::Value& e,

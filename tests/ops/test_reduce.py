@@ -475,6 +475,61 @@ def test_softmax_in_a_compiled_loop(monkeypatch):
   check(f, x)
 
 
+# ---- logsumexp and cross-entropy (passes/logsumexp.cc: jax.nn.logsumexp's chain and its
+# gradient become MLX's logsumexp and softmax) -------------------------------------------------
+
+
+def lse_rows():
+  """f32 [3, 5, 7] rows a logsumexp must get right: moderate, all -inf (masked out), partly
+  -inf, a NaN, huge negative and positive finite values, zeros. (+inf rows differ in the
+  gradient by design: passes/logsumexp.h.)"""
+  x = edge_rand(np.float32, (3, 5, 7), 58, scale=6.0)
+  x[0, 1, :] = -np.inf
+  x[0, 2, ::2] = -np.inf
+  x[1, 0, 3] = np.nan
+  x[1, 1, :] = [-1e30, 2.0, -3e38, 0.5, -1e30, 1.0, -1e30]
+  x[1, 2, :] = [3e38, 1e30, 88.0, -88.0, 0.0, 1e-30, 3e38]
+  x[2, 3, :] = 0.0
+  return x
+
+
+@pytest.mark.parametrize("axis", [-1, 0, (1, 2)], ids=str)
+def test_logsumexp_and_its_gradient(axis, recognizers):
+  x = lse_rows()
+  ct = edge_rand(np.float32, np.asarray(jax.nn.logsumexp(x, axis=axis)).shape, 59, scale=2.0)
+  check(lambda a, ct: (lambda v, f: (v, f(ct)[0]))(*jax.vjp(
+      lambda a: jax.nn.logsumexp(a, axis=axis), a)), x, ct, rtol=1e-5, atol=1e-6)
+
+
+def test_cross_entropy_and_its_gradient(recognizers):
+  # optax's integer-label cross-entropy, as training loops compute it: value and gradient.
+  import optax
+  x = lse_rows()
+  labels = np.array([[0, 3, 6, 1, 2], [5, 4, 0, 6, 3], [1, 1, 2, 3, 6]], np.int32)
+
+  def loss(a, labels):
+    return optax.softmax_cross_entropy_with_integer_labels(a, labels).mean()
+
+  check(jax.value_and_grad(loss), x, labels, rtol=1e-5, atol=1e-6)
+  check(jax.value_and_grad(loss), np.nan_to_num(x, nan=0.0, neginf=-50.0), labels, rtol=1e-5,
+        atol=1e-6)
+
+
+def test_logsumexp_rewrites():
+  import optax
+  x = np.zeros((4, 8, 32), np.float32)
+  labels = np.zeros((4, 8), np.int32)
+  ce = lambda a, y: optax.softmax_cross_entropy_with_integer_labels(a, y).mean()  # noqa: E731
+  assert calls(rewritten(jax.value_and_grad(ce), x, labels)) == {
+      "jaxmlx.logsumexp": 1, "jaxmlx.logsumexp_dx": 1}
+  assert calls(rewritten(lambda a: jax.nn.logsumexp(a, axis=1), x)) == {"jaxmlx.logsumexp": 1}
+  # Lookalikes: keepdims (the max kept as a [.., 1] value), a weighted sum (b=...), a plain
+  # log-sum-exp without the max (another function for large values).
+  assert calls(rewritten(lambda a: jax.nn.logsumexp(a, axis=-1, keepdims=True), x)) == {}
+  assert calls(rewritten(lambda a: jax.nn.logsumexp(a, axis=-1, b=a), x)) == {}
+  assert calls(rewritten(lambda a: jnp.log(jnp.sum(jnp.exp(a), -1)), x)) == {}
+
+
 # ---- reductions in context (other families around them) --------------------------------------
 
 
