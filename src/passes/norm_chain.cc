@@ -67,16 +67,9 @@ std::optional<ir::Value> NormChain::mean_of(const ir::Value& m, const ir::Value&
   std::memcpy(&n_bits, &n, 4);
   if (f32_splat_bits(div->operands[1]) != n_bits) return std::nullopt;
   // K: from the reduce's result to the keepdims shape.
-  ir::Value red = div->operands[0];
-  for (int steps = 0;; ++steps) {
-    const ir::Op* k = def(red);
-    if (k == nullptr || steps > 4) return std::nullopt;
-    if (k->kind == OpKind::kReduce && k->operands.size() == 2) break;
-    if ((k->kind != OpKind::kBroadcastInDim && k->kind != OpKind::kReshape) ||
-        k->operands.size() != 1 || k->results.size() != 1)
-      return std::nullopt;
-    red = k->operands[0];
-  }
+  std::optional<ir::Value> found = reduce_below(div->operands[0], /*read_once=*/false);
+  if (!found) return std::nullopt;
+  const ir::Value red = *found;
   const ir::Value& a = def(red)->operands[0];
   if (a.type == nullptr || *a.type != xt) return std::nullopt;
   if (reduce_of(red, a, OpKind::kAdd, 0u) != last_dim(x)) return std::nullopt;
@@ -87,6 +80,20 @@ std::optional<ir::Value> NormChain::mean_of(const ir::Value& m, const ir::Value&
   add_chain(div->operands[0], red, ops);
   add(def(red), ops);
   return a;
+}
+
+std::optional<ir::Value> NormChain::reduce_below(const ir::Value& v, bool read_once) const {
+  ir::Value red = v;
+  for (int steps = 0;; ++steps) {
+    const ir::Op* k = def(red);
+    if (k == nullptr || steps > 4 || (read_once && steps > 0 && uses(red) != 1))
+      return std::nullopt;
+    if (k->kind == OpKind::kReduce && k->operands.size() == 2) return red;
+    if ((k->kind != OpKind::kBroadcastInDim && k->kind != OpKind::kReshape) ||
+        k->operands.size() != 1 || k->results.size() != 1)
+      return std::nullopt;
+    red = k->operands[0];
+  }
 }
 
 std::optional<NormChain::Reciprocal> NormChain::rsqrt_of(const ir::Value& r, const ir::Value& x,

@@ -43,6 +43,10 @@ class NormChain : public ChainMatcher {
   // PARAM(p): `v` is a 1-D %p of x's element type and last dim size, taken along the last dim.
   std::optional<ir::Value> param(const ir::Value& v, const ir::Value& x, Ops& ops) const;
 
+  // The reduce result that `v` is, or that the broadcasts and reshapes defining `v` (at most 4)
+  // start from; with `read_once`, each value below `v` on the way is read once.
+  std::optional<ir::Value> reduce_below(const ir::Value& v, bool read_once) const;
+
   // MEAN(a) defining `m` (divide(K(reduce(a) over the last dim), N)), a of x's type: a.
   std::optional<ir::Value> mean_of(const ir::Value& m, const ir::Value& x, Ops& ops) const;
 

@@ -138,16 +138,9 @@ class Matcher : public NormChain {
   // KEEP(sum_last(a)) defining `v` (ref's keepdims type): a, of ref's type.
   std::optional<ir::Value> row_sum(const ir::Value& v, const ir::Value& ref, Ops& ops) const {
     if (v.type == nullptr || !keepdims_of(*v.type, *ref.type)) return std::nullopt;
-    ir::Value red = v;
-    for (int steps = 0;; ++steps) {
-      const ir::Op* k = def(red);
-      if (k == nullptr || steps > 4 || (steps > 0 && uses(red) != 1)) return std::nullopt;
-      if (k->kind == OpKind::kReduce && k->operands.size() == 2) break;
-      if ((k->kind != OpKind::kBroadcastInDim && k->kind != OpKind::kReshape) ||
-          k->operands.size() != 1 || k->results.size() != 1)
-        return std::nullopt;
-      red = k->operands[0];
-    }
+    std::optional<ir::Value> found = reduce_below(v, /*read_once=*/true);
+    if (!found) return std::nullopt;
+    const ir::Value red = *found;
     const ir::Value& a = def(red)->operands[0];
     if (a.type == nullptr || *a.type != *ref.type ||
         reduce_of(red, a, OpKind::kAdd, 0u) != last_dim(ref) ||
