@@ -2,6 +2,7 @@
 #include "passes/chain_match.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -52,15 +53,28 @@ const ir::Op* ChainMatcher::single(const ir::Value& v, OpKind kind, size_t opera
 
 std::optional<uint32_t> ChainMatcher::f32_splat_bits(const ir::Value& v) const {
   const ir::Op* b = single(v, OpKind::kBroadcastInDim, 1);
-  const ir::Op* op = single(b != nullptr ? b->operands[0] : v, OpKind::kConstant, 0);
+  ir::Value c = b != nullptr ? b->operands[0] : v;
+  // jax converts a weakly typed constant to f32 (from f64 under jax_enable_x64): the f32 the
+  // convert makes of it (round to nearest even, as the cast here; a NaN is not taken).
+  const ir::Op* cv = single(c, OpKind::kConvert, 1);
+  if (cv != nullptr && is_f32_tensor(c)) c = cv->operands[0];
+  const ir::Op* op = single(c, OpKind::kConstant, 0);
   if (op == nullptr) return std::nullopt;
   const auto* d = op->attr<ir::DenseElementsAttr>("value");
-  if (d == nullptr || d->type == nullptr || d->type->dtype != ir::ElementType::kF32 ||
-      d->data.size() < 4)
+  if (d == nullptr || d->type == nullptr || (!d->splat && d->num_elements() != 1))
     return std::nullopt;
-  if (!d->splat && d->num_elements() != 1) return std::nullopt;
   uint32_t got = 0;
-  std::memcpy(&got, d->data.data(), 4);
+  if (d->type->dtype == ir::ElementType::kF32 && d->data.size() >= 4) {
+    std::memcpy(&got, d->data.data(), 4);
+    return got;
+  }
+  if (cv == nullptr || d->type->dtype != ir::ElementType::kF64 || d->data.size() < 8)
+    return std::nullopt;
+  double wide = 0;
+  std::memcpy(&wide, d->data.data(), 8);
+  const float narrow = static_cast<float>(wide);
+  if (std::isnan(wide)) return std::nullopt;
+  std::memcpy(&got, &narrow, 4);
   return got;
 }
 

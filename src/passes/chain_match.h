@@ -39,7 +39,7 @@ class ChainMatcher {
   const ir::Op* single(const ir::Value& v, ir::OpKind kind, size_t operands) const;
 
   // The bits of the one f32 that `v` holds everywhere: a stablehlo.constant splat (or of one
-  // element), or a broadcast_in_dim of one.
+  // element), or a broadcast_in_dim of one, either possibly through an f32 -> f32 convert.
   std::optional<uint32_t> f32_splat_bits(const ir::Value& v) const;
   bool f32_splat(const ir::Value& v, uint32_t bits) const { return f32_splat_bits(v) == bits; }
 

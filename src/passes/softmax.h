@@ -31,8 +31,9 @@
 // a new call. BACK' may pass through KEEP reshapes and sums over size-1 dims (transposed
 // broadcasts). Math: e * (dy / s - sum(dy * e / s^2)) = y * (dy - sum(dy * y)), which the
 // lowering computes (MLX's own softmax VJP); rounding differs from jax's order by a few ULPs. The
-// custom-jvp softmax (jax_softmax_custom_jvp on) needs nothing: its backward reads only %y, and
-// the forward chain is then matched as above.
+// custom-jvp softmax (jax_softmax_custom_jvp on, off by default through jax 0.11.2) needs
+// nothing more: its backward reads only %y, and the forward chain is then matched as above (its
+// -inf initial arrives through an f32 -> f32 convert, which f32_splat_bits looks through).
 //
 // Why: the chain is ~20 MLX primitives (the signed-zero-exact max alone is 12; two reductions,
 // four broadcasts) where MLX's softmax is one fused kernel, on every backend: a transformer's

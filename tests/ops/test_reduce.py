@@ -445,6 +445,19 @@ def test_softmax_gradient_every_axis(axis, recognizers):
       lambda a: jax.nn.softmax(a, axis=axis), a)), x, dy, rtol=1e-5, atol=1e-6)
 
 
+def test_softmax_gradient_with_the_custom_jvp(recognizers):
+  # jax_softmax_custom_jvp on: the backward pass reads the softmax itself, so the forward chain
+  # (whose -inf initial arrives through a convert) is the call and the gradient jax's own ops.
+  from jax._src import config
+  x = softmax_rows()
+  dy = edge_rand(np.float32, x.shape, 60, scale=2.0)
+  f = lambda a, dy: jax.vjp(lambda a: jax.nn.softmax(a, axis=-1), a)[1](dy)[0]  # noqa: E731
+  with config.softmax_custom_jvp(True):
+    check(f, x, dy, rtol=1e-5, atol=1e-6)
+    assert calls(rewritten(f, np.zeros((2, 8), np.float32), np.zeros((2, 8), np.float32))) == {
+        "jaxmlx.softmax": 1}
+
+
 def test_softmax_gradients_become_calls():
   x = np.zeros((2, 4, 8, 8), np.float32)
   v = np.zeros((2, 4, 8, 16), np.float32)
