@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <utility>
 
 namespace jaxmlx::passes {
 
@@ -25,7 +26,35 @@ bool fast_kernels_enabled(bool on_gpu) {
 ChainMatcher::ChainMatcher(const ir::Func& f) : uses_(count_uses(f.body)) {
   ir::walk(f.body, [&](const ir::Op& op) {
     for (const ir::Value& r : op.results) def_[r.id] = &op;
+    if (op.kind == OpKind::kReduce && op.operands.size() == 2 && op.results.size() == 1)
+      first_reduce_.emplace(op.operands[0].id, &op);
   });
+}
+
+const ir::Op* ChainMatcher::first_reduce(const ir::Value& v) const {
+  auto it = first_reduce_.find(v.id);
+  return it == first_reduce_.end() ? nullptr : it->second;
+}
+
+std::optional<ir::Value> ChainMatcher::without_initial_max(const ir::Value& v) const {
+  const ir::Op* op = single(v, OpKind::kMaximum, 2);
+  if (op == nullptr) return v;
+  for (int i = 0; i < 2; ++i)
+    if (f32_splat(op->operands[i], kMinusInfF32)) return op->operands[1 - i];
+  return std::nullopt;
+}
+
+ir::Op ChainMatcher::dims_call(const char* target, std::vector<ir::Value> operands,
+                               const ir::Value& result, const std::vector<int64_t>& dims,
+                               const ir::Location* loc) {
+  ir::Op c;
+  c.kind = OpKind::kCustomCall;
+  c.operands = std::move(operands);
+  c.results = {result};
+  c.loc = loc;
+  c.set_attr("call_target_name", ir::StringAttr{target});
+  c.set_attr("dimensions", ir::I64ArrayAttr{dims});
+  return c;
 }
 
 bool ChainMatcher::is_f32_tensor(const ir::Value& v) {

@@ -17,6 +17,8 @@
 
 namespace jaxmlx::passes {
 
+inline constexpr uint32_t kMinusInfF32 = 0xFF800000u;
+
 // The recognizers' off switch (argminmax.h, softmax.h, norms.h): JAXMLX_RECOGNIZE=0 runs jax's
 // op chains as emitted (to tell whether a recognizer changes a result); read at each compile.
 bool recognizers_enabled();
@@ -43,6 +45,19 @@ class ChainMatcher {
   std::optional<uint32_t> f32_splat_bits(const ir::Value& v) const;
   bool f32_splat(const ir::Value& v, uint32_t bits) const { return f32_splat_bits(v) == bits; }
 
+  // The first reduce (one operand, one result) that reads `v`, walking the func in order; null
+  // when none does.
+  const ir::Op* first_reduce(const ir::Value& v) const;
+
+  // jnp.max's `initial=-inf`: for maximum(splat(-inf), r) (either order) r, for any other value
+  // `v` itself; nullopt for a maximum of two values that are not -inf.
+  std::optional<ir::Value> without_initial_max(const ir::Value& v) const;
+
+  // A custom call of our own `target` over some reduced `dimensions`, defining `result`.
+  static ir::Op dims_call(const char* target, std::vector<ir::Value> operands,
+                          const ir::Value& result, const std::vector<int64_t>& dims,
+                          const ir::Location* loc);
+
   // The sorted dims of a reduce of `x` (f32, one operand) whose body is one `body` op of its two
   // arguments and whose init is the f32 constant `init`, defining `v`.
   std::optional<std::vector<int64_t>> reduce_of(const ir::Value& v, const ir::Value& x,
@@ -66,6 +81,7 @@ class ChainMatcher {
 
  private:
   std::unordered_map<uint32_t, const ir::Op*> def_;
+  std::unordered_map<uint32_t, const ir::Op*> first_reduce_;  // value id -> its first reduce
   UseCounts uses_;
 };
 

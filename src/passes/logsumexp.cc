@@ -14,7 +14,6 @@ namespace {
 
 using ir::OpKind;
 
-constexpr uint32_t kMinusInfF32 = 0xFF800000u;
 constexpr uint32_t kZeroF32 = 0x00000000u;
 
 // A logsumexp's forward parts.
@@ -25,12 +24,7 @@ struct Lse {
 
 class Matcher : public ChainMatcher {
  public:
-  explicit Matcher(const ir::Func& f) : ChainMatcher(f) {
-    ir::walk(f.body, [&](const ir::Op& op) {
-      if (op.kind == OpKind::kReduce && op.operands.size() == 2 && op.results.size() == 1)
-        first_reduce_.emplace(op.operands[0].id, &op);
-    });
-  }
+  using ChainMatcher::ChainMatcher;
 
   // add(log(abs(%s)), %m) defining the result of `op`.
   std::optional<Lse> forward(const ir::Op& op) const {
@@ -87,11 +81,10 @@ class Matcher : public ChainMatcher {
     const ir::Op* sel = m ? single(*m, OpKind::kSelect, 3) : nullptr;
     std::optional<std::vector<int64_t>> dims = sel ? max_dims(*sel, x) : std::nullopt;
     if (!dims || !back_is_exact(sub->operands[1], *m, *dims, x)) return std::nullopt;
-    auto it = first_reduce_.find(e.id);
-    if (it == first_reduce_.end() ||
-        reduce_of(it->second->results[0], e, OpKind::kAdd, kZeroF32) != dims)
+    const ir::Op* sum = first_reduce(e);
+    if (sum == nullptr || reduce_of(sum->results[0], e, OpKind::kAdd, kZeroF32) != dims)
       return std::nullopt;
-    return Lse{x, e, it->second->results[0], *dims};
+    return Lse{x, e, sum->results[0], *dims};
   }
 
   // select(is_finite(%r), %r, 0), %r jnp.max(%x, initial=-inf) over some dims: those dims.
@@ -100,15 +93,9 @@ class Matcher : public ChainMatcher {
     if (fin == nullptr || !(fin->operands[0] == sel.operands[1]) ||
         !f32_splat(sel.operands[2], kZeroF32))
       return std::nullopt;
-    ir::Value r = sel.operands[1];
-    if (const ir::Op* mx = single(r, OpKind::kMaximum, 2)) {  // jnp.max's initial
-      std::optional<ir::Value> inner;
-      for (int i = 0; i < 2; ++i)
-        if (f32_splat(mx->operands[i], kMinusInfF32)) inner = mx->operands[1 - i];
-      if (!inner) return std::nullopt;
-      r = *inner;
-    }
-    return reduce_of(r, x, OpKind::kMaximum, kMinusInfF32);
+    std::optional<ir::Value> r = without_initial_max(sel.operands[1]);
+    if (!r) return std::nullopt;
+    return reduce_of(*r, x, OpKind::kMaximum, kMinusInfF32);
   }
 
   // `v` is the %m of `l` (the value BACK(%m) starts from).
@@ -151,31 +138,19 @@ class Matcher : public ChainMatcher {
             type == static_cast<int>(ir::ComparisonType::kNoType)) &&
            cmp->operands[0] == s && f32_splat(cmp->operands[1], kZeroF32);
   }
-
-  std::unordered_map<uint32_t, const ir::Op*> first_reduce_;  // value id -> its first reduce
 };
-
-ir::Op call(const char* target, std::vector<ir::Value> operands, const ir::Op& root,
-            const std::vector<int64_t>& dims) {
-  ir::Op c;
-  c.kind = OpKind::kCustomCall;
-  c.operands = std::move(operands);
-  c.results = root.results;
-  c.loc = root.loc;
-  c.set_attr("call_target_name", ir::StringAttr{target});
-  c.set_attr("dimensions", ir::I64ArrayAttr{dims});
-  return c;
-}
 
 void plan_region(ir::Region& r, const Matcher& m, std::unordered_map<uint32_t, ir::Op>& plan) {
   for (ir::Block& b : r.blocks)
     for (ir::Op& op : b.ops) {
       for (ir::Region& nested : op.regions) plan_region(nested, m, plan);
       if (std::optional<Lse> l = m.forward(op))
-        plan.emplace(op.results[0].id, call(kLogSumExpTarget, {l->x}, op, l->dims));
+        plan.emplace(op.results[0].id, Matcher::dims_call(kLogSumExpTarget, {l->x}, op.results[0],
+                                                          l->dims, op.loc));
       else if (auto g = m.backward(op))
         plan.emplace(op.results[0].id,
-                     call(kLogSumExpGradTarget, {g->first.x, g->second}, op, g->first.dims));
+                     Matcher::dims_call(kLogSumExpGradTarget, {g->first.x, g->second},
+                                        op.results[0], g->first.dims, op.loc));
     }
 }
 

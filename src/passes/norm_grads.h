@@ -32,9 +32,11 @@
 // block's parameter gradients within 7e-7 of float64's where jax's CPU backend is within 7e-6).
 // A row whose squares overflow f32 (|x| above ~1.8e19) differs: jax's gradient is 0 there
 // (rsqrt(inf) = 0 times finite values), MLX's CUDA RMS-norm VJP NaN (x * mean(x * dy)
-// overflows before it meets the 0). Not matched: flax's order (the scale multiplied into the reciprocal: the
-// cotangent does not pass through %y's BACK(%r)), `c * c` written out (its two product terms
-// read one broadcast), jnp.var's own mean, the fast variance.
+// overflows before it meets the 0).
+//
+// Not matched: flax's order (the scale multiplied into the reciprocal: the cotangent does not
+// pass through %y's BACK(%r)), `c * c` written out (its two product terms read one broadcast),
+// jnp.var's own mean, the fast variance.
 //
 // Why: a layer norm's backward is ~20 MLX primitives (five row sums and their broadcasts, each
 // kernel launch on a GPU); MLX's LayerNormVJP is one. A transformer trains two norms per layer.

@@ -14,7 +14,6 @@ namespace {
 
 using ir::OpKind;
 
-constexpr uint32_t kMinusInfF32 = 0xFF800000u;
 constexpr uint32_t kOneF32 = 0x3F800000u;
 
 // A softmax's forward parts: its input, the sum of its exp, the reduced dims.
@@ -25,12 +24,7 @@ struct Softmax {
 
 class Matcher : public ChainMatcher {
  public:
-  explicit Matcher(const ir::Func& f) : ChainMatcher(f) {
-    ir::walk(f.body, [&](const ir::Op& op) {
-      if (op.kind == OpKind::kReduce && op.operands.size() == 2 && op.results.size() == 1)
-        sums_.emplace(op.operands[0].id, &op);  // the first reduce of each value
-    });
-  }
+  using ChainMatcher::ChainMatcher;
 
   // The custom call replacing the divide `op` (its exp and sum read by the chain only).
   std::optional<ir::Op> match(const ir::Op& op) const {
@@ -39,7 +33,7 @@ class Matcher : public ChainMatcher {
       return std::nullopt;
     std::optional<Softmax> p = forward(op);
     if (!p || uses(p->sum) != 1) return std::nullopt;
-    return call(kSoftmaxTarget, {p->x}, op.results[0], p->dims, op.loc);
+    return dims_call(kSoftmaxTarget, {p->x}, op.results[0], p->dims, op.loc);
   }
 
   // The softmax that the divide `op` computes (%y = %e / BACK(%s)), whoever else reads %e, %s.
@@ -79,17 +73,6 @@ class Matcher : public ChainMatcher {
     return std::nullopt;
   }
 
-  static ir::Op call(const char* target, std::vector<ir::Value> operands, const ir::Value& result,
-                     const std::vector<int64_t>& dims, const ir::Location* loc) {
-    ir::Op c;
-    c.kind = OpKind::kCustomCall;
-    c.operands = std::move(operands);
-    c.results = {result};
-    c.loc = loc;
-    c.set_attr("call_target_name", ir::StringAttr{target});
-    c.set_attr("dimensions", ir::I64ArrayAttr{dims});
-    return c;
-  }
 
  private:
   // %e = exp(%x - BACK(%r)), %r jnp.max(%x) over some dims; %s the sum of %e over them.
@@ -107,10 +90,10 @@ class Matcher : public ChainMatcher {
     std::optional<std::vector<int64_t>> dims =
         r ? reduce_of(*r, x, OpKind::kMaximum, kMinusInfF32) : std::nullopt;
     if (!dims || !back_is_exact(sub->operands[1], *m, *dims, x)) return std::nullopt;
-    auto it = sums_.find(e.id);
-    if (it == sums_.end() || reduce_of(it->second->results[0], e, OpKind::kAdd, 0u) != dims)
+    const ir::Op* sum = first_reduce(e);
+    if (sum == nullptr || reduce_of(sum->results[0], e, OpKind::kAdd, 0u) != dims)
       return std::nullopt;
-    return Softmax{x, it->second->results[0], *dims};
+    return Softmax{x, sum->results[0], *dims};
   }
 
   // The number of rows of the softmax (elements of its sum).
@@ -203,16 +186,10 @@ class Matcher : public ChainMatcher {
 
   // jnp.max(..., initial=-inf): maximum(broadcast_in_dim(-inf), r), either order, r read once.
   std::optional<ir::Value> skip_initial_max(const ir::Value& v) const {
-    const ir::Op* op = single(v, OpKind::kMaximum, 2);
-    if (op == nullptr) return v;
-    for (int i = 0; i < 2; ++i) {
-      const ir::Value &c = op->operands[i], &r = op->operands[1 - i];
-      if (f32_splat(c, kMinusInfF32) && uses(r) == 1) return r;
-    }
-    return std::nullopt;
+    std::optional<ir::Value> r = without_initial_max(v);
+    if (r && !(*r == v) && uses(*r) != 1) return std::nullopt;
+    return r;
   }
-
-  std::unordered_map<uint32_t, const ir::Op*> sums_;  // value id -> its first reduce
 };
 
 // What a func's rewrite does, by result id: ops replaced by a call (keeping the id), and
@@ -242,14 +219,14 @@ void plan_region(const ir::Region& r, ir::Func& f, const Matcher& m, Plan& plan)
       auto it = divides.find(g->e.id);
       if (it != divides.end()) {
         y = it->second->results[0];
-        plan.replace.emplace(y.id, Matcher::call(kSoftmaxTarget, {g->p.x}, y, g->p.dims,
+        plan.replace.emplace(y.id, Matcher::dims_call(kSoftmaxTarget, {g->p.x}, y, g->p.dims,
                                                  it->second->loc));
       } else {
         y = ir::Value{f.num_values++, g->p.x.type};
         plan.before.emplace(op.results[0].id,
-                            Matcher::call(kSoftmaxTarget, {g->p.x}, y, g->p.dims, op.loc));
+                            Matcher::dims_call(kSoftmaxTarget, {g->p.x}, y, g->p.dims, op.loc));
       }
-      plan.replace.emplace(op.results[0].id, Matcher::call(kSoftmaxGradTarget, {y, g->dy},
+      plan.replace.emplace(op.results[0].id, Matcher::dims_call(kSoftmaxGradTarget, {y, g->dy},
                                                            op.results[0], g->p.dims, op.loc));
     }
   }

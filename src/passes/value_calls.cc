@@ -17,8 +17,8 @@ namespace jaxmlx::passes {
 bool is_value_call(const ir::Op& op) {
   if (op.kind != ir::OpKind::kCustomCall) return false;
   const std::string_view t = op.get_string("call_target_name");
-  for (const char* target : {kSoftmaxTarget, kSoftmaxGradTarget, kLogSumExpTarget, kLogSumExpGradTarget,
-                             kLayerNormTarget, kRmsNormTarget,
+  for (const char* target : {kSoftmaxTarget, kSoftmaxGradTarget, kLogSumExpTarget,
+                             kLogSumExpGradTarget, kLayerNormTarget, kRmsNormTarget,
                              kLayerNormGradTarget, kRmsNormGradTarget, kAttentionTarget,
                              kArgmaxTarget, kArgminTarget, kFmaTarget, kFmsTarget, kFnmaTarget,
                              kThreefryTarget})
