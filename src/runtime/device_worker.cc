@@ -84,7 +84,7 @@ DeviceWorker::DeviceWorker() {
   apply_metal_settings();
   const char* lend = std::getenv("JAXMLX_CALLER_RUNS");
   lend_ = lend == nullptr || std::string_view(lend) != "0";
-  thread_ = std::thread([queue = queue_] { loop(queue); });
+  thread_ = Thread(size_t{64} << 20, [queue = queue_] { loop(queue); });
   thread_id_ = thread_.get_id();
   Status st = run_sync([this] { return init_device(); });
   if (!st.ok()) info_.description = "MLX device failed to initialize: " + st.to_string();

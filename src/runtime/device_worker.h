@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "base/status.h"
+#include "base/thread.h"
 #include "mlx/stream.h"
 
 namespace jaxmlx::runtime {
@@ -98,7 +99,7 @@ class DeviceWorker {
 
   std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
   DeviceInfo info_;
-  std::thread thread_;
+  Thread thread_;  // with a 64 MiB stack (base/thread.h says why)
   std::thread::id thread_id_;
   // On MLX's CPU and CUDA: the worker's default stream, made with new_thread_unsafe_stream so
   // that another thread may use it in the worker's place (MLX keeps other streams' command

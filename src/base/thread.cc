@@ -1,0 +1,75 @@
+// Thread: see thread.h.
+#include "base/thread.h"
+
+#include <exception>
+#include <future>
+#include <system_error>
+#include <utility>
+
+namespace jaxmlx {
+namespace {
+
+struct Start {
+  std::function<void()> fn;
+  std::promise<std::thread::id> id;
+};
+
+void* trampoline(void* p) {
+  std::function<void()> fn;
+  {
+    auto* start = static_cast<Start*>(p);
+    fn = std::move(start->fn);
+    start->id.set_value(std::this_thread::get_id());
+    delete start;
+  }
+  fn();
+  return nullptr;
+}
+
+}  // namespace
+
+Thread::Thread(size_t stack_bytes, std::function<void()> fn) {
+  auto* start = new Start{std::move(fn), {}};
+  std::future<std::thread::id> id = start->id.get_future();
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  int rc = pthread_attr_setstacksize(&attr, stack_bytes);
+  if (rc == 0) rc = pthread_create(&handle_, &attr, &trampoline, start);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    delete start;
+    throw std::system_error(rc, std::generic_category(), "starting a thread");
+  }
+  joinable_ = true;
+  id_ = id.get();
+}
+
+Thread::Thread(Thread&& o) noexcept
+    : handle_(o.handle_), joinable_(std::exchange(o.joinable_, false)), id_(o.id_) {}
+
+Thread& Thread::operator=(Thread&& o) noexcept {
+  if (joinable_) std::terminate();
+  handle_ = o.handle_;
+  joinable_ = std::exchange(o.joinable_, false);
+  id_ = o.id_;
+  return *this;
+}
+
+Thread::~Thread() {
+  if (joinable_) std::terminate();
+}
+
+void Thread::join() {
+  if (!joinable_) throw std::system_error(std::make_error_code(std::errc::invalid_argument));
+  int rc = pthread_join(handle_, nullptr);
+  if (rc != 0) throw std::system_error(rc, std::generic_category(), "joining a thread");
+  joinable_ = false;
+}
+
+void Thread::detach() {
+  if (!joinable_) throw std::system_error(std::make_error_code(std::errc::invalid_argument));
+  pthread_detach(handle_);
+  joinable_ = false;
+}
+
+}  // namespace jaxmlx

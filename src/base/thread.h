@@ -1,0 +1,42 @@
+// Thread: a thread whose stack size we choose.
+//
+// std::thread takes the platform's default stack: 8 MiB on Linux (RLIMIT_STACK), 512 KiB on macOS
+// for every thread but the main one. MLX's mx::compile walks a graph recursively (compile_dfs:
+// one frame per node along the longest path), and the graph of a program whose loops were
+// unrolled (passes/unroll.h) is thousands of nodes deep: the device worker, which traces every
+// program, gets a stack as deep as Linux's main thread has, on every platform (pthreads: the
+// same code on Linux and macOS). Same contract as std::thread: join or detach before destruction.
+#pragma once
+
+#include <pthread.h>
+
+#include <cstddef>
+#include <functional>
+#include <thread>
+
+namespace jaxmlx {
+
+class Thread {
+ public:
+  Thread() = default;
+  // Runs fn on a new thread with a stack of `stack_bytes`; throws std::system_error when the
+  // thread cannot be made.
+  Thread(size_t stack_bytes, std::function<void()> fn);
+  Thread(Thread&& o) noexcept;
+  Thread& operator=(Thread&& o) noexcept;
+  Thread(const Thread&) = delete;
+  Thread& operator=(const Thread&) = delete;
+  ~Thread();  // std::terminate when still joinable, as std::thread
+
+  bool joinable() const { return joinable_; }
+  void join();
+  void detach();
+  std::thread::id get_id() const { return id_; }
+
+ private:
+  pthread_t handle_{};
+  bool joinable_ = false;
+  std::thread::id id_;
+};
+
+}  // namespace jaxmlx
