@@ -127,7 +127,28 @@ FmaContraction fma_contraction_mode() {
   return FmaContraction::kSamplers;
 }
 
-bool xla_cpu_contracts_f16() { return reference_jaxlib_at_least(0, 11); }
+namespace {
+
+// Whether this x86 host has AVX512-FP16. jaxlib 0.10's XLA:CPU then computes f16 natively (its
+// float support no longer widens f16 ops to f32), and LLVM contracts the half multiply-adds as
+// jaxlib 0.11's does everywhere (measured: jaxlib 0.10.2 on a Xeon with avx512_fp16 gave
+// uniform(key, s, float16, -2.5, 7.0) up to 4 f16 ULP from per-op rounding and none from the
+// contracted form). Not measured off x86 (Apple silicon has FP16 arithmetic too): false there.
+bool x86_host_has_avx512_fp16() {
+#if defined(__x86_64__) && defined(__linux__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512fp16");
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool xla_cpu_contracts_f16() {
+  static const bool native_f16 = x86_host_has_avx512_fp16();
+  return reference_jaxlib_at_least(0, 11) || native_f16;
+}
 
 Status contract_fma(ir::Module& m, FmaContraction mode, bool f16) {
   if (mode == FmaContraction::kNone) return Status();

@@ -11,8 +11,8 @@
 // turns every fmul whose only use is an fadd/fsub into an FMA (when both operands of the add are
 // single-use products, the left one). MLX rounds the product and the sum separately, so without
 // this pass jax.random's scaled samplers and every polynomial differ from jax's CPU backend in
-// the last bits. f32 is contracted; f16 only for jaxlib >= 0.11 (xla_cpu_contracts_f16): its
-// XLA:CPU emits f16 arithmetic as LLVM half ops, which LLVM contracts too and computes as an f32
+// the last bits. f32 is contracted; f16 only for jaxlib >= 0.11 or on an x86 host with AVX512-FP16
+// (xla_cpu_contracts_f16): that XLA:CPU emits f16 arithmetic as LLVM half ops, which LLVM contracts too and computes as an f32
 // FMA rounded once to f16, where jaxlib 0.10's computed f16 in f32 with a conversion after each
 // op (measured on jax 0.11.2: uniform(key, s, float16, -2.5, 7.0) had 34 % of draws one f16 ULP
 // apart from per-op rounding and none from the contracted form; (u - 0.5) * pi in cauchy, with
@@ -39,7 +39,8 @@ enum class FmaContraction { kNone, kSamplers, kAll };
 // kAll (every f32 multiply-add, as XLA:CPU does), "0" -> kNone.
 FmaContraction fma_contraction_mode();
 
-// Whether the reference jaxlib (passes/xla_cpu_version.h) contracts f16 multiply-adds: 0.11 on.
+// Whether the reference jaxlib (passes/xla_cpu_version.h) contracts f16 multiply-adds: 0.11 on,
+// and 0.10 on an x86 host with AVX512-FP16.
 bool xla_cpu_contracts_f16();
 
 // Contracts f32 multiply-adds, and f16 ones when `f16`.

@@ -63,6 +63,21 @@ def assert_same(got, want, *, exact=False, rtol=None, atol=None, err_msg=""):
     np.testing.assert_array_equal(np.isnan(g64), np.isnan(w64), err_msg=where + " (NaN)")
 
 
+def x86_host_has_avx512_fp16() -> bool:
+  """Where jaxlib 0.10's XLA:CPU computes f16 natively and contracts f16 multiply-adds as 0.11's
+  does everywhere (src/passes/contract_fma.h); Linux x86 only, as the plugin's own check."""
+  import platform
+  if platform.system() != "Linux" or platform.machine() != "x86_64":
+    return False
+  with open("/proc/cpuinfo") as f:
+    return any(line.startswith("flags") and " avx512_fp16" in line for line in f)
+
+
+def xla_cpu_contracts_f16(version: str) -> bool:
+  """Whether jax's CPU backend of jaxlib `version` contracts f16 multiply-adds on this host."""
+  return not version.startswith("0.10") or x86_host_has_avx512_fp16()
+
+
 def check(fn, *args, exact=False, rtol=None, atol=None, jit_kwargs=None):
   """Runs fn on cpu and on mlx and compares; returns the mlx result."""
   cpu = jax.devices("cpu")[0]
