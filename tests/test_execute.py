@@ -1,4 +1,7 @@
-"""Control flow and execution paths (while, case/cond, scan, nested loops, calls) vs jax's CPU."""
+"""Control flow and execution paths (while, case/cond, scan, nested loops, calls) vs jax's CPU.
+
+Every test runs twice: with counted loops unrolled (the default, src/passes/unroll.h) and kept
+loops (JAXMLX_UNROLL=0, run by lower/control_flow.cc)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,13 @@ import pytest
 from tests.ops.harness import check
 
 RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True, params=["unrolled", "looped"])
+def unroll(request, monkeypatch):
+  if request.param == "looped":
+    monkeypatch.setenv("JAXMLX_UNROLL", "0")
+  return request.param
 
 
 def f32(*shape):

@@ -192,7 +192,8 @@ def test_splat_constants_are_scalars_of_fused_kernels(tmp_path):
   # the kernel reads one scalar. Made outside, a broadcast constant is a full-shape input that
   # the kernel indexes through zero strides, element by element.
   log = tmp_path / "stats.log"
-  env = dict(os.environ, JAXMLX_GRAPH_STATS=str(log), JAXMLX_COMPILE="1")
+  # JAXMLX_UNROLL=0: the loops stay loops, whose bodies are replayed graphs of their own.
+  env = dict(os.environ, JAXMLX_GRAPH_STATS=str(log), JAXMLX_COMPILE="1", JAXMLX_UNROLL="0")
   r = subprocess.run([sys.executable, "-c", FUSED_CHILD], capture_output=True, text=True,
                      env=env, timeout=300)
   assert r.returncode == 0, r.stderr[-3000:]
@@ -322,8 +323,9 @@ def test_loop_bodies_with_our_own_calls_are_replayed(tmp_path, mode):
   # are plain MLX graphs. A sampler's exact FMAs inside a fori_loop made each iteration
   # interpreted again: 5x slower than replay (bench/README.md, "Loops").
   log = tmp_path / "stats.log"
+  # JAXMLX_UNROLL=0: these counted loops stay loops (unrolled, they would be no region at all).
   env = dict(os.environ, JAXMLX_GRAPH_STATS=str(log), JAXMLX_COMPILE=mode,
-             JAXMLX_FAST_KERNELS="1")
+             JAXMLX_FAST_KERNELS="1", JAXMLX_UNROLL="0")
   r = subprocess.run([sys.executable, "-c", LOOPS], capture_output=True, text=True, env=env,
                      timeout=600)
   assert r.returncode == 0, r.stderr[-3000:]

@@ -12,6 +12,7 @@
 #include "lower/interpreter.h"
 #include "lower/lowering.h"
 #include "mlx/mlx.h"
+#include "passes/counted_loop.h"
 
 namespace jaxmlx::lower {
 namespace {
@@ -53,86 +54,8 @@ Status check_pred(LowerContext& ctx, const ir::Op& op, const Values& c) {
   return Status();
 }
 
-// A counted loop: carry element `index` goes from its initial value up by `step` while it is
-// less than (or, with `inclusive`, equal to) the bound.
-struct CountedLoop {
-  size_t index = 0;
-  int64_t step = 0;
-  bool inclusive = false;
-  std::optional<int64_t> bound_const;  // else the bound is carry element bound_index
-  size_t bound_index = 0;
-};
-
-const ir::Op* terminator(const ir::Region& r) {
-  if (r.blocks.size() != 1 || r.entry().ops.empty()) return nullptr;
-  return &r.entry().ops.back();
-}
-
-std::optional<size_t> arg_index(const ir::Block& b, ir::Value v) {
-  for (size_t i = 0; i < b.args.size(); ++i)
-    if (b.args[i].id == v.id) return i;
-  return std::nullopt;
-}
-
-std::optional<CountedLoop> match_counted(Interpreter& interp, const ir::Op& op) {
-  const ir::Op* cret = terminator(op.regions[0]);
-  const ir::Op* bret = terminator(op.regions[1]);
-  if (!cret || !bret || cret->operands.size() != 1) return std::nullopt;
-  const ir::Block& cb = op.regions[0].entry();
-  const ir::Block& bb = op.regions[1].entry();
-  // The condition is not read on a counted loop: it must have no effect of its own (a
-  // jax.debug.print in it runs once per test, as on the CPU backend).
-  bool cond_has_effects = false;
-  ir::walk(op.regions[0], [&](const ir::Op& o) {
-    cond_has_effects |= o.kind == ir::OpKind::kCustomCall || !o.regions.empty();
-  });
-  if (cond_has_effects) return std::nullopt;
-  const ir::Op* cmp = interp.def(cret->operands[0]);
-  if (!cmp || cmp->kind != ir::OpKind::kCompare || cmp->operands.size() != 2) return std::nullopt;
-  int dir = cmp->get_enum("comparison_direction", -1);
-  CountedLoop loop;
-  if (dir == static_cast<int>(ir::ComparisonDirection::kLE)) loop.inclusive = true;
-  else if (dir != static_cast<int>(ir::ComparisonDirection::kLT)) return std::nullopt;
-  std::optional<size_t> k = arg_index(cb, cmp->operands[0]);
-  if (!k || *k >= bret->operands.size()) return std::nullopt;
-  const ir::Type* t = cb.args[*k].type;
-  if (!t || !ir::is_integer(t->dtype) || t->rank() != 0) return std::nullopt;
-  if (ir::is_unsigned_int(t->dtype) && ir::element_bit_width(t->dtype) == 64) return std::nullopt;
-  loop.index = *k;
-  loop.bound_const = interp.constant_int(cmp->operands[1]);
-  if (!loop.bound_const) {
-    std::optional<size_t> j = arg_index(cb, cmp->operands[1]);
-    // The bound must be carried through the body unchanged.
-    if (!j || *j >= bret->operands.size() || *j == *k) return std::nullopt;
-    if (arg_index(bb, bret->operands[*j]) != j) return std::nullopt;
-    loop.bound_index = *j;
-  }
-  const ir::Op* add = interp.def(bret->operands[*k]);
-  if (!add || add->kind != ir::OpKind::kAdd) return std::nullopt;
-  std::optional<int64_t> step;
-  if (arg_index(bb, add->operands[0]) == k) step = interp.constant_int(add->operands[1]);
-  else if (arg_index(bb, add->operands[1]) == k) step = interp.constant_int(add->operands[0]);
-  if (!step || *step <= 0) return std::nullopt;
-  loop.step = *step;
-  return loop;
-}
-
-// The trip count, or nullopt when the counter would wrap around its type (left to the
-// dynamic loop, which then follows the exact semantics).
-std::optional<int64_t> trip_count(const ir::Type* t, int64_t init, int64_t bound,
-                                  const CountedLoop& loop) {
-  int bits = ir::element_bit_width(t->dtype);
-  __int128 hi = ir::is_signed_int(t->dtype) ? (((__int128)1 << (bits - 1)) - 1)
-                                            : (((__int128)1 << bits) - 1);
-  __int128 end = (__int128)bound + (loop.inclusive ? 1 : 0);
-  if (end <= init) return 0;
-  __int128 trips = (end - init + loop.step - 1) / loop.step;
-  if ((__int128)init + trips * loop.step > hi) return std::nullopt;  // the last add wraps
-  return static_cast<int64_t>(trips);
-}
-
-StatusOr<Values> run_counted(Interpreter& interp, const ir::Op& op, const CountedLoop& loop,
-                             Values carry) {
+StatusOr<Values> run_counted(Interpreter& interp, const ir::Op& op,
+                             const passes::CountedLoop& loop, Values carry) {
   const ir::Type* t = op.regions[0].entry().args[loop.index].type;
   std::optional<int64_t> init = interp.constant_int(op.operands[loop.index]);
   if (!init) {
@@ -145,7 +68,7 @@ StatusOr<Values> run_counted(Interpreter& interp, const ir::Op& op, const Counte
   } else {
     ASSIGN_OR_RETURN(bound, interp.read_scalar(carry[loop.bound_index]));
   }
-  std::optional<int64_t> trips = trip_count(t, *init, bound, loop);
+  std::optional<int64_t> trips = passes::counted_trips(t, *init, bound, loop);
   if (!trips) return Status(Code::kAborted, "not counted");
   for (int64_t i = 0; i < *trips; ++i) {
     ASSIGN_OR_RETURN(carry, interp.call_loop_region(op.regions[1], carry));
@@ -166,7 +89,8 @@ StatusOr<Values> lower_while(LowerContext& ctx, const ir::Op& op, const Values& 
   }
   if (mode == RunMode::kTrace) return ctx.unsupported(op, "while loop inside a compiled trace");
   if (auto* interp = dynamic_cast<Interpreter*>(&ctx)) {
-    if (std::optional<CountedLoop> loop = match_counted(*interp, op)) {
+    auto def = [interp](ir::Value v) { return interp->def(v); };
+    if (std::optional<passes::CountedLoop> loop = passes::match_counted_loop(op, def)) {
       StatusOr<Values> out = run_counted(*interp, op, *loop, in);
       if (out.ok() || out.status().code() != Code::kAborted) return out;
     }

@@ -16,8 +16,11 @@
 namespace jaxmlx::lower {
 namespace {
 
-// The largest value hoisted out of the runs (ProgramInfo::constant_ops), unless it is a view.
+// The largest value hoisted out of the runs (ProgramInfo::constant_ops), unless it is a view, and
+// the most all of a program's hoisted values may hold (an unrolled loop over constants would
+// otherwise keep every iteration's value: passes/unroll.h).
 constexpr int64_t kMaxHoistedBytes = int64_t{1} << 20;
+constexpr int64_t kMaxHoistedTotalBytes = int64_t{16} << 20;
 
 bool is_terminator(const ir::Op& op) {
   return op.kind == ir::OpKind::kReturn || op.kind == ir::OpKind::kFuncReturn;
@@ -83,10 +86,11 @@ void plan_releases(const ir::Block& b, ProgramInfo& info) {
 }
 
 // Ops that compute their result from their operands alone, cheaply and without effects: when
-// every operand is a constant (or hoisted), the op is hoisted (ProgramInfo::constant_ops).
-bool hoistable(const ir::Op& op) {
+// every operand is a constant (or hoisted), the op is hoisted (ProgramInfo::constant_ops). The
+// bytes its value holds (0 for a view), or nullopt when it is not such an op.
+std::optional<int64_t> hoistable_bytes(const ir::Op& op) {
   using K = ir::OpKind;
-  if (op.results.size() != 1 || !op.regions.empty()) return false;
+  if (op.results.size() != 1 || !op.regions.empty()) return std::nullopt;
   switch (op.kind) {
     case K::kAbs: case K::kAdd: case K::kAnd: case K::kAtan2: case K::kBitcastConvert:
     case K::kBroadcast: case K::kBroadcastInDim: case K::kCbrt: case K::kCeil: case K::kClamp:
@@ -102,19 +106,20 @@ bool hoistable(const ir::Op& op) {
     case K::kSubtract: case K::kTan: case K::kTanh: case K::kTranspose: case K::kXor:
       break;
     default:
-      return false;
+      return std::nullopt;
   }
   // A hoisted value lives as long as the executable: only small ones (a broadcast is a view of
   // its operand and costs nothing). Dynamic shapes are never hoisted.
   const ir::Type* t = op.results[0].type;
-  if (t == nullptr || !t->ranked || t->is_token()) return false;
+  if (t == nullptr || !t->ranked || t->is_token()) return std::nullopt;
   int64_t bytes = ir::element_storage_bytes(t->dtype);
   for (int64_t d : t->dims) {
-    if (d < 0) return false;
+    if (d < 0) return std::nullopt;
     bytes = d == 0 ? 0 : (bytes > (int64_t{1} << 40) / d ? (int64_t{1} << 40) : bytes * d);
   }
-  const bool view = op.kind == ir::OpKind::kBroadcastInDim || op.kind == ir::OpKind::kBroadcast;
-  return view || bytes <= kMaxHoistedBytes;
+  if (op.kind == ir::OpKind::kBroadcastInDim || op.kind == ir::OpKind::kBroadcast) return 0;
+  if (bytes > kMaxHoistedBytes) return std::nullopt;
+  return bytes;
 }
 
 }  // namespace
@@ -130,6 +135,7 @@ ProgramInfo analyze_program(const ir::Module& m, const ir::Func& entry) {
   info.entry = &entry;
   std::vector<const ir::Func*> funcs;
   collect_funcs(m, entry, funcs);
+  int64_t hoisted_bytes = 0;
   for (const ir::Func* f : funcs) {
     std::vector<const ir::Op*>& defs = info.defs[f];
     defs.assign(f->num_values, nullptr);
@@ -139,7 +145,8 @@ ProgramInfo analyze_program(const ir::Module& m, const ir::Func& entry) {
         if (r.id < defs.size()) defs[r.id] = &op;
       // Walk order is pre-order, so every operand's def (a dominating op) came first.
       bool constant = op.kind == ir::OpKind::kConstant;
-      if (!constant && hoistable(op)) {
+      std::optional<int64_t> bytes = constant ? std::nullopt : hoistable_bytes(op);
+      if (bytes && hoisted_bytes + *bytes <= kMaxHoistedTotalBytes) {
         ProgramInfo::Hoisted h{f, {}};
         for (const ir::Value& v : op.operands) {
           auto it = constant_value.find(v.id);
@@ -148,6 +155,7 @@ ProgramInfo analyze_program(const ir::Module& m, const ir::Func& entry) {
         }
         if (h.operands.size() == op.operands.size()) {
           info.hoisted[&op] = std::move(h);
+          hoisted_bytes += *bytes;
           constant = true;
         }
       }

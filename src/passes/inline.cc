@@ -9,9 +9,14 @@
 namespace jaxmlx::passes {
 namespace {
 
-using ValueMap = std::function<ir::Value(ir::Value)>;
+void remap_region(ir::Region& r, const ValueMap& map) {
+  for (ir::Block& b : r.blocks) {
+    for (ir::Value& v : b.args) v = map(v);
+    for (ir::Op& op : b.ops) remap_op(op, map);
+  }
+}
 
-void remap_region(ir::Region& r, const ValueMap& map);
+}  // namespace
 
 void remap_op(ir::Op& op, const ValueMap& map) {
   for (ir::Value& v : op.operands) v = map(v);
@@ -19,12 +24,7 @@ void remap_op(ir::Op& op, const ValueMap& map) {
   for (ir::Region& r : op.regions) remap_region(r, map);
 }
 
-void remap_region(ir::Region& r, const ValueMap& map) {
-  for (ir::Block& b : r.blocks) {
-    for (ir::Value& v : b.args) v = map(v);
-    for (ir::Op& op : b.ops) remap_op(op, map);
-  }
-}
+namespace {
 
 class Inliner {
  public:

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -38,6 +39,11 @@ Status drop_sharding(ir::Module& m);
 // Replaces every use of value id k by subst[k] in `f` (nested regions included); chains
 // (a -> b -> c) are followed.
 void replace_uses(ir::Func& f, const std::unordered_map<uint32_t, ir::Value>& subst);
+
+// Rewrites every value `op` reads or defines (operands, results, its regions' block arguments and
+// ops) through `map`: how inlining and unrolling give a copied body fresh ids.
+using ValueMap = std::function<ir::Value(ir::Value)>;
+void remap_op(ir::Op& op, const ValueMap& map);
 
 // How many operand slots read each value id in `r`, nested regions included (ids absent: 0).
 using UseCounts = std::unordered_map<uint32_t, int>;

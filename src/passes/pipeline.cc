@@ -13,13 +13,17 @@
 #include "passes/norms.h"
 #include "passes/passes.h"
 #include "passes/softmax.h"
+#include "passes/static_slices.h"
 #include "passes/transposed_dot.h"
+#include "passes/unroll.h"
 
 namespace jaxmlx::passes {
 
 Status prepare_for_lowering(ir::Module& m, bool on_gpu) {
   RETURN_IF_ERROR(run_passes(m));
   RETURN_IF_ERROR(fold_tuples(m));
+  RETURN_IF_ERROR(unroll_counted_loops(m, unroll_limit()));
+  RETURN_IF_ERROR(forward_static_slices(m));
   RETURN_IF_ERROR(contract_fma(m, fma_contraction_mode(), xla_cpu_contracts_f16()));
   if (recognizers_enabled()) {
     RETURN_IF_ERROR(recognize_argminmax(m));
