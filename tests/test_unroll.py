@@ -217,3 +217,22 @@ def test_a_long_loop_of_small_steps(monkeypatch):
   assert loops_in(f, f32(4)) == 0
   # jax's CPU contracts each step's multiply-add (README, known differences): 2000 roundings.
   same_as_looped(f, f32(4), monkeypatch=monkeypatch, rtol=2e-4)
+
+
+@pytest.mark.parametrize("mode", ["0", "replay", "1"], ids=["eager", "replay", "fused"])
+def test_an_unrolled_scan_in_every_graph_mode(mode, monkeypatch):
+  # JAXMLX_COMPILE (read at each compile): eager lowers the unrolled program on every call,
+  # replay traces it once, fused hands it to MLX's own kernel fusion (Metal's default; on the
+  # CPU each fused kernel is built by the host compiler, so the program is small).
+  monkeypatch.setenv("JAXMLX_COMPILE", mode)
+
+  def f(h, xs):
+    return jax.lax.scan(lambda c, x: (jnp.tanh(c * 0.5 + x), c * x), h, xs)
+  assert loops_in(f, f32(3), f32(4, 3)) == 0
+  fn = jax.jit(f)
+  mlx = jax.devices("mlx")[0]
+  h, xs = f32(3), f32(4, 3)
+  want = run_on(jax.devices("cpu")[0], f, h, xs)
+  for _ in range(3):  # the first call traces; later ones replay
+    got = jax.tree_util.tree_map(np.asarray, fn(jax.device_put(h, mlx), jax.device_put(xs, mlx)))
+    assert_same(got, want)
