@@ -236,3 +236,19 @@ def test_an_unrolled_scan_in_every_graph_mode(mode, monkeypatch):
   for _ in range(3):  # the first call traces; later ones replay
     got = jax.tree_util.tree_map(np.asarray, fn(jax.device_put(h, mlx), jax.device_put(xs, mlx)))
     assert_same(got, want)
+
+
+def test_a_loop_too_long_to_unroll_runs_chunks(monkeypatch):
+  # 10007 steps (a prime: 10007 % k steps are peeled off in front), then a loop of k steps per
+  # iteration: one while left, with far fewer iterations.
+  def f(x):
+    return jax.lax.fori_loop(0, 10007, lambda i, c: c * 0.9999 + i.astype(jnp.float32) * 1e-7, x)
+  text = rewritten(f, f32(4))
+  assert text.count("stablehlo.while") == 1, text
+  assert text.count("stablehlo.multiply") > 20, text  # k copies in the body
+  same_as_looped(f, f32(4), monkeypatch=monkeypatch, rtol=2e-3)
+
+  def g(h, xs):  # a scan: each copy of the chunk reads its own row
+    return jax.lax.scan(lambda c, x: (jnp.sin(c) + x, c), h, xs)
+  assert loops_in(g, f32(3), f32(3001, 3)) == 1
+  same_as_looped(g, f32(3), f32(3001, 3), monkeypatch=monkeypatch)

@@ -112,16 +112,85 @@ class Unroller {
     return out.back().results[0];
   }
 
-  // Appends the unrolled copies of `loop` to `out` and records what its results become; false
-  // (nothing appended) when it is not a loop this pass unrolls.
+  // How to copy a loop's body: which ops read a changing carry value, and fresh ids for every
+  // value a copy defines.
+  struct Copier {
+    const ir::Block* body = nullptr;
+    std::vector<bool> invariant;  // per op of the body but its return
+    struct Local {
+      uint32_t index;
+      bool once;
+    };
+    std::unordered_map<uint32_t, Local> local;  // ids the body defines
+    std::unordered_map<uint32_t, size_t> arg_index;
+    uint32_t span = 0;
+    uint32_t invariant_base = 0;
+  };
+
+  Copier plan_copies(const ir::Block& body) {
+    Copier c;
+    c.body = &body;
+    const size_t n = body.args.size();
+    const ir::Op& ret = body.ops.back();
+    // Ops that read no carry value that changes (jax passes the values a body closes over as
+    // carry elements it returns unchanged), directly or through other ops, are emitted once.
+    std::unordered_set<uint32_t> variant;
+    for (size_t i = 0; i < n; ++i)
+      if (ret.operands[i].id != body.args[i].id) variant.insert(body.args[i].id);
+    c.invariant.resize(body.ops.size() - 1);
+    for (size_t k = 0; k + 1 < body.ops.size(); ++k) {
+      bool reads = false;
+      for_each_read(body.ops[k], [&](uint32_t id) { reads |= variant.count(id) > 0; });
+      c.invariant[k] = !reads;
+      if (reads)
+        for (const ir::Value& r : body.ops[k].results) variant.insert(r.id);
+    }
+    // Every id the body defines (its ops' results, nested regions' arguments and results),
+    // numbered, and whether it belongs to an op emitted once.
+    for (size_t k = 0; k + 1 < body.ops.size(); ++k)
+      for_each_def(body.ops[k], [&](uint32_t id) {
+        c.local.emplace(id, Copier::Local{static_cast<uint32_t>(c.local.size()), c.invariant[k]});
+      });
+    c.span = static_cast<uint32_t>(c.local.size());
+    for (size_t i = 0; i < n; ++i) c.arg_index.emplace(body.args[i].id, i);
+    c.invariant_base = f_->num_values;
+    f_->num_values += c.span;
+    return c;
+  }
+
+  // Appends one copy of the body to `out` reading `carry` for its arguments: its invariant ops
+  // (`once`, with the carry the loop starts from) or the others; returns the copy's results.
+  std::vector<ir::Value> copy_body(const Copier& c, const std::vector<ir::Value>& carry, bool once,
+                                   std::vector<ir::Op>& out) {
+    const uint32_t base = once ? c.invariant_base : f_->num_values;
+    if (!once) f_->num_values += c.span;
+    ValueMap map = [&](ir::Value v) -> ir::Value {
+      if (auto a = c.arg_index.find(v.id); a != c.arg_index.end()) return carry[a->second];
+      auto it = c.local.find(v.id);
+      if (it == c.local.end()) return v;  // defined outside the loop
+      return ir::Value{(it->second.once ? c.invariant_base : base) + it->second.index, v.type};
+    };
+    const std::vector<ir::Op>& ops = c.body->ops;
+    for (size_t k = 0; k + 1 < ops.size(); ++k) {
+      if (c.invariant[k] != once) continue;
+      out.push_back(ops[k]);
+      remap_op(out.back(), map);
+    }
+    std::vector<ir::Value> next;
+    for (const ir::Value& v : ops.back().operands) next.push_back(map(v));
+    return next;
+  }
+
+  // Appends the unrolled copies of `loop` to `out` and records what its results become, or, for
+  // a loop too long to unroll whole, the first trips % k copies and a loop running k copies per
+  // iteration; false (nothing appended) when it is not a loop this pass unrolls.
   bool unroll(const ir::Op& loop, std::vector<ir::Op>& out) {
     if (max_ops_ <= 0 || loop.regions.size() != 2 || loop.regions[1].blocks.size() != 1)
       return false;
     const ir::Block& body = loop.regions[1].entry();
     if (body.ops.empty() || body.ops.back().kind != OpKind::kReturn) return false;
-    const ir::Op& ret = body.ops.back();
     const size_t n = loop.operands.size();
-    if (body.args.size() != n || ret.operands.size() != n || loop.results.size() != n)
+    if (body.args.size() != n || body.ops.back().operands.size() != n || loop.results.size() != n)
       return false;
 
     std::unordered_map<uint32_t, const ir::Op*> local_defs;  // the cond's and body's own ops
@@ -148,75 +217,62 @@ class Unroller {
       ++body_ops;
       blocked |= blocks_unrolling(o);
     });
-    if (blocked || *trips > max_ops_ / std::max<int64_t>(body_ops, 1)) return false;
-    const int64_t ops = *trips * body_ops;
-    if (unrolled_ops_ + ops > kProgramBudget * max_ops_) return false;
-    unrolled_ops_ += ops;
+    if (blocked) return false;
+    body_ops = std::max<int64_t>(body_ops, 1);
+    const bool whole = *trips <= max_ops_ / body_ops &&
+                       unrolled_ops_ + *trips * body_ops <= kProgramBudget * max_ops_;
+    // Too long to unroll whole: k copies per iteration, k as large as max_ops / 16 ops allow.
+    const int64_t k = whole ? *trips : std::min(*trips, max_ops_ / kChunkFraction / body_ops);
+    if (!whole && k < 2) return false;
+    const int64_t peeled = whole ? *trips : *trips % k;
+    unrolled_ops_ += whole ? *trips * body_ops : 0;
 
-    // Ops that read no carry value that changes (jax passes the values a body closes over as
-    // carry elements it returns unchanged), directly or through other ops, are emitted once.
-    std::unordered_set<uint32_t> variant;
-    for (size_t i = 0; i < n; ++i)
-      if (ret.operands[i].id != body.args[i].id) variant.insert(body.args[i].id);
-    std::vector<bool> invariant(body.ops.size() - 1);
-    for (size_t k = 0; k + 1 < body.ops.size(); ++k) {
-      bool reads = false;
-      for_each_read(body.ops[k], [&](uint32_t id) { reads |= variant.count(id) > 0; });
-      invariant[k] = !reads;
-      if (reads)
-        for (const ir::Value& r : body.ops[k].results) variant.insert(r.id);
-    }
-    // Every id the body defines (its ops' results, nested regions' arguments and results),
-    // numbered, and whether it belongs to an op emitted once.
-    struct Local {
-      uint32_t index;
-      bool once;
-    };
-    std::unordered_map<uint32_t, Local> local;
-    for (size_t k = 0; k + 1 < body.ops.size(); ++k)
-      for_each_def(body.ops[k], [&](uint32_t id) {
-        local.emplace(id, Local{static_cast<uint32_t>(local.size()), invariant[k]});
-      });
-    const uint32_t span = static_cast<uint32_t>(local.size());
-    std::unordered_map<uint32_t, size_t> arg_index;
-    for (size_t i = 0; i < n; ++i) arg_index.emplace(body.args[i].id, i);
-
-    const uint32_t invariant_base = f_->num_values;
-    f_->num_values += span;
+    const Copier copier = plan_copies(body);
     std::vector<ir::Value> carry(loop.operands.begin(), loop.operands.end());
-    uint32_t base = invariant_base;
-    ValueMap map = [&](ir::Value v) -> ir::Value {
-      if (auto a = arg_index.find(v.id); a != arg_index.end()) return carry[a->second];
-      auto it = local.find(v.id);
-      if (it == local.end()) return v;  // defined outside the loop
-      return ir::Value{(it->second.once ? invariant_base : base) + it->second.index, v.type};
-    };
-    for (size_t k = 0; k + 1 < body.ops.size(); ++k) {
-      if (!invariant[k]) continue;
-      out.push_back(body.ops[k]);
-      remap_op(out.back(), map);
-    }
-    for (int64_t it = 0; it < *trips; ++it) {
+    copy_body(copier, carry, /*once=*/true, out);
+    for (int64_t it = 0; it < peeled; ++it) {
       carry[counted->index] =
           emit_constant(counter_type, *init + it * counted->step, loop.loc, out);
-      base = f_->num_values;
-      f_->num_values += span;
-      for (size_t k = 0; k + 1 < body.ops.size(); ++k) {
-        if (invariant[k]) continue;
-        out.push_back(body.ops[k]);
-        remap_op(out.back(), map);
-      }
-      std::vector<ir::Value> next;
-      next.reserve(n);
-      for (const ir::Value& v : ret.operands) next.push_back(map(v));
-      carry = std::move(next);
+      carry = copy_body(copier, carry, /*once=*/false, out);
     }
-    for (size_t i = 0; i < n; ++i) subst_[loop.results[i].id] = carry[i];
+    if (whole) {
+      for (size_t i = 0; i < n; ++i) subst_[loop.results[i].id] = carry[i];
+      return true;
+    }
+    // The loop that stays: from the first counter after the peeled copies, k copies per
+    // iteration, the counter returned as arg + k * step so that it is still counted.
+    carry[counted->index] =
+        emit_constant(counter_type, *init + peeled * counted->step, loop.loc, out);
+    ir::Op chunked;
+    chunked.kind = OpKind::kWhile;
+    chunked.loc = loop.loc;
+    chunked.attrs = loop.attrs;
+    chunked.operands = carry;
+    chunked.results = loop.results;
+    chunked.regions.push_back(loop.regions[0]);
+    ir::Block& nb = chunked.regions.emplace_back().blocks.emplace_back();
+    for (const ir::Value& a : body.args) nb.args.push_back(ir::Value{f_->num_values++, a.type});
+    std::vector<ir::Value> inner(nb.args.begin(), nb.args.end());
+    for (int64_t c = 0; c < k; ++c) inner = copy_body(copier, inner, /*once=*/false, nb.ops);
+    ir::Value stride = emit_constant(counter_type, k * counted->step, loop.loc, nb.ops);
+    ir::Op add;
+    add.kind = OpKind::kAdd;
+    add.loc = loop.loc;
+    add.operands = {nb.args[counted->index], stride};
+    add.results = {ir::Value{f_->num_values++, counter_type}};
+    inner[counted->index] = add.results[0];
+    nb.ops.push_back(std::move(add));
+    ir::Op ret = body.ops.back();
+    ret.operands = inner;
+    nb.ops.push_back(std::move(ret));
+    out.push_back(std::move(chunked));
     return true;
   }
 
-  // All the loops of a program together unroll into at most this many times max_ops.
+  // All the loops of a program together unroll into at most this many times max_ops; a loop
+  // too long for that runs max_ops / kChunkFraction ops of copies per iteration.
   static constexpr int64_t kProgramBudget = 4;
+  static constexpr int64_t kChunkFraction = 16;
 
   ir::Module& m_;
   const int64_t max_ops_;

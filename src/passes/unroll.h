@@ -22,8 +22,15 @@
 // calls other than our value calls, infeed/outfeed/send/recv, stablehlo.rng), and at most
 // `max_ops` ops after unrolling (trip count times the body's ops, nested regions counted), all
 // loops of the program together at most 4 * max_ops.
-// Inner loops are unrolled first. An op of the body that reads no carry value (constants, their
-// broadcasts, products of values from outside the loop) is emitted once, before the copies.
+// Inner loops are unrolled first. An op of the body that reads no changing carry value
+// (constants, their broadcasts, the weights jax passes through the carry unchanged, products of
+// such) is emitted once, before the copies.
+//
+// A loop too long for that (an ODE solver's fori_loop over 10000 steps, a scan over a long
+// sequence) is unrolled in part: its first trips % k iterations become copies in front, and the
+// loop that stays runs k copies of the body per iteration (k * body ops <= max_ops / 16, k >= 2),
+// its counter returned as counter + k * step so that it is still a counted loop. The executor
+// then replays one graph per k steps (lower/control_flow.cc) instead of one per step.
 #pragma once
 
 #include <cstdint>
