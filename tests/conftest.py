@@ -59,3 +59,16 @@ def pytest_runtest_logreport(report):
   if report.when == "call" or (report.when == "setup" and not report.passed):
     outcome = "xfailed" if getattr(report, "wasxfail", None) is not None else report.outcome
     _op_log(f"outcome {report.nodeid} {outcome}")
+
+
+@pytest.fixture
+def on_mlx_cpu(mlx_device):
+  if mlx_device.device_kind != "MLX cpu":
+    pytest.skip(f"a route for MLX's CPU; this is {mlx_device.device_kind}")
+
+
+@pytest.fixture
+def on_mlx_cuda(mlx_device):
+  import mlx.core as mx
+  if mlx_device.device_kind == "MLX cpu" or not mx.cuda.is_available():
+    pytest.skip(f"a route for MLX's CUDA backend; this is {mlx_device.device_kind}")

@@ -203,12 +203,6 @@ def test_splat_constants_are_scalars_of_fused_kernels(tmp_path):
   assert lines.count("region jit_looped replayed") == 2, lines
 
 
-@pytest.fixture
-def on_mlx_cpu(mlx_device):
-  if mlx_device.device_kind != "MLX cpu":
-    pytest.skip(f"a route for MLX's CPU; this is {mlx_device.device_kind}")
-
-
 # MLX's CPU passes a transposed rhs to BLAS as it is, which the reference BLAS of its Linux
 # wheels multiplies 2x slower than a row-major one (src/lower/util.h, row_major_rhs_pays).
 def test_a_transposed_rhs_is_copied_row_major_on_the_cpu(stats, on_mlx_cpu):
@@ -380,13 +374,6 @@ def test_threefry_is_one_primitive_on_the_cpu(tmp_path, on_mlx_cpu):
   assert last["jit_batched_normal"]["Threefry2x32"] == 2, last["jit_batched_normal"]
   for c in last.values():
     assert c["LeftShift"] == 0 and c["BitwiseXor"] <= 1, c
-
-
-@pytest.fixture
-def on_mlx_cuda(mlx_device):
-  import mlx.core as mx
-  if mlx_device.device_kind == "MLX cpu" or not mx.cuda.is_available():
-    pytest.skip(f"a route for MLX's CUDA backend; this is {mlx_device.device_kind}")
 
 
 def test_threefry_and_exact_fma_are_one_kernel_each_on_cuda(tmp_path, on_mlx_cuda):

@@ -134,7 +134,7 @@ GraphMode graph_mode(const DeviceWorker& worker) {
 
 // What rewrites a replayed graph's elementwise chains: our CPU fusion (JAXMLX_CPU_FUSION, on by
 // default), or on a GPU MLX's Compiled kernels without contracted multiply-adds
-// (JAXMLX_GPU_FUSION, off by default). kFused leaves fusion to MLX.
+// (JAXMLX_GPU_FUSION, on by default on CUDA). kFused leaves fusion to MLX.
 using ChainFuser = int (*)(std::vector<mx::array>&);
 
 int fuse_on_gpu(std::vector<mx::array>& outputs) { return fuse_gpu_elementwise(outputs); }

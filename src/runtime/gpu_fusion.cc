@@ -1,13 +1,18 @@
 #include "runtime/gpu_fusion.h"
 
 #include <cstdlib>
+#include <initializer_list>
+#include <optional>
 #include <memory>
 #include <string_view>
 #include <unordered_set>
 
+#include "mlx/backend/cuda/cuda.h"
+#include "mlx/ops.h"
 #include "mlx/primitives.h"
 #include "runtime/elementwise_chains.h"
 #include "runtime/fused_elementwise.h"
+#include "runtime/rounded_ops.h"
 
 namespace mx = mlx::core;
 
@@ -15,7 +20,8 @@ namespace jaxmlx::runtime {
 
 bool gpu_fusion_enabled() {
   const char* v = std::getenv("JAXMLX_GPU_FUSION");
-  return v != nullptr && std::string_view(v) == "1";
+  if (v != nullptr && *v != '\0') return std::string_view(v) == "1";
+  return mx::cu::is_available();
 }
 
 namespace {
@@ -31,6 +37,12 @@ class ExactChain final : public mx::Compiled {
   bool is_equivalent(const mx::Primitive& other) const override {
     const auto* o = dynamic_cast<const ExactChain*>(&other);
     return o != nullptr && o->lib_name() == lib_name();
+  }
+  // MLX's name spells the tape's names, which for rounded ops' definitions is source text
+  // except while naming a library (rounded_ops.h).
+  const char* name() const override {
+    LibraryNaming naming;
+    return mx::Compiled::name();
   }
 };
 
@@ -70,25 +82,49 @@ bool supports(FusedOp op, mx::Dtype arg, mx::Dtype out) {
   return false;
 }
 
-// A float add, subtract or negation: what a GPU compiler fuses with a multiply feeding it (an
-// FMA rounds once where the separate kernels round twice).
-bool sums(const mx::array& a) {
-  if (a.dtype() != mx::float32) return false;
-  const std::string_view n = a.primitive().name();
-  return n == "Add" || n == "Subtract" || n == "Negative";
+// Which arithmetic a fusion run gives its kernels (the target's functions read it).
+thread_local FusedArithmetic t_arithmetic = FusedArithmetic::kSplit;
+
+// The f32 ops a kernel computes with our rounded functors (rounded_ops.h) under kRounded.
+std::optional<RoundedOp> rounded(FusedOp op) {
+  switch (op) {
+    case FusedOp::kAdd: return RoundedOp::kAdd;
+    case FusedOp::kSubtract: return RoundedOp::kSubtract;
+    case FusedOp::kMultiply: return RoundedOp::kMultiply;
+    case FusedOp::kSquare: return RoundedOp::kSquare;
+    default: return std::nullopt;
+  }
 }
 
-// A float value whose last step is no multiply: these ops end in an add, an IEEE division or
-// square root (single instructions the compiler does not contract), a comparison or a choice.
-// Anything else (a product, a square, exp, tanh, log... whose device code may end in one) is
-// read by a sum through memory.
+bool named(const mx::array& a, std::initializer_list<std::string_view> names) {
+  const std::string_view n = a.primitive().name();
+  for (std::string_view m : names)
+    if (n == m) return true;
+  return false;
+}
+
+// A float op whose device code may add its operand without rounding the operand first: a GPU
+// compiler fuses that add with a multiply feeding it (an FMA rounds once where the separate
+// kernels round twice). Under kSplit: MLX's add, subtract and negation. Under kRounded the
+// adds and subtracts are rounded instructions, but MLX's functors for exp, log, tanh, sigmoid
+// and rsqrt are device library code, and a negation folds into whatever add reads it.
+bool sums(const mx::array& a) {
+  if (a.dtype() != mx::float32) return false;
+  if (t_arithmetic == FusedArithmetic::kSplit) return named(a, {"Add", "Subtract", "Negative"});
+  return !named(a, {"Add", "Subtract", "Multiply", "Square", "Divide", "Sqrt", "Maximum",
+                    "Minimum", "Abs", "Select", "AsType"});
+}
+
+// A float value whose last step is no unrounded multiply: these ops end in an add, an IEEE
+// division or square root (single instructions the compiler does not contract), a comparison
+// or a choice, and under kRounded a rounded product too. Anything else (a product, a square,
+// exp, tanh, log... whose device code may end in one) is read by a sum through memory.
 // Views (a broadcast scalar, a reshaped bias) are read from memory: their inputs stay outside.
 bool ends_without_product(const mx::array& a) {
   if (a.dtype() != mx::float32) return true;
-  const std::string_view n = a.primitive().name();
-  return n == "Add" || n == "Subtract" || n == "Negative" || n == "Divide" || n == "Sqrt" ||
-         n == "Maximum" || n == "Minimum" || n == "Abs" || n == "Select" || n == "AsType" ||
-         n == "Broadcast" || n == "Full" || n == "Reshape" || n == "Squeeze" || n == "ExpandDims";
+  if (t_arithmetic == FusedArithmetic::kRounded && named(a, {"Multiply", "Square"})) return true;
+  return named(a, {"Add", "Subtract", "Negative", "Divide", "Sqrt", "Maximum", "Minimum", "Abs",
+                   "Select", "AsType", "Broadcast", "Full", "Reshape", "Squeeze", "ExpandDims"});
 }
 
 bool separate(const mx::array& reader, const mx::array& operand) {
@@ -101,33 +137,69 @@ std::optional<std::vector<mx::array>> make(const mx::Stream& stream,
                                            const mx::Shape& shape,
                                            const std::vector<mx::Dtype>& dtypes,
                                            const std::vector<mx::array>& members) {
-  // The kernel reads each input broadcast to the result's shape, trailing dims aligned: an
-  // input of more dims (leading 1s) has no such reading.
-  for (const mx::array& in : inputs)
-    if (in.ndim() > shape.size()) return std::nullopt;
+  // The kernel reads each input broadcast to the result's shape, trailing dims aligned. An input
+  // of more dims (what a reshape dropping leading 1s read: a bias gradient summed with keepdims)
+  // is read through a reshape of it; the tape reads the arrays the kernel is given.
+  std::vector<mx::array> operands;
+  for (const mx::array& in : inputs) {
+    if (in.ndim() <= shape.size()) {
+      operands.push_back(in);
+      continue;
+    }
+    const size_t extra = in.ndim() - shape.size();
+    for (size_t d = 0; d < extra; ++d)
+      if (in.shape(d) != 1) return std::nullopt;
+    operands.push_back(mx::reshape(in, mx::Shape(in.shape().begin() + extra, in.shape().end()),
+                                   stream));
+  }
   // The kernel's tape: the members' own primitives over the program's registers.
-  std::vector<mx::array> regs(inputs.begin(), inputs.end());
+  std::vector<mx::array> regs(operands.begin(), operands.end());
   std::vector<mx::array> tape;
+  bool defined = false;
   for (size_t k = 0; k < program->code.size(); ++k) {
     const FusedInstr& ins = program->code[k];
     std::vector<mx::array> args;
     for (int r : ins.args) args.push_back(regs.at(r));
-    tape.emplace_back(shape, ins.dtype, members.at(k).primitive_ptr(), std::move(args));
+    std::optional<RoundedOp> op = rounded(ins.op);
+    if (t_arithmetic == FusedArithmetic::kRounded && op && ins.dtype == mx::float32) {
+      // The functors' definitions go first; they read an input (MLX writes an op's line
+      // from its operands).
+      if (!defined) {
+        if (operands.empty()) return std::nullopt;
+        tape.insert(tape.begin(), rounded_definitions(stream, shape, operands.front()));
+        defined = true;
+      }
+      tape.push_back(rounded_op(stream, *op, shape, std::move(args)));
+    } else {
+      tape.emplace_back(shape, ins.dtype, members.at(k).primitive_ptr(), std::move(args));
+    }
     regs.push_back(tape.back());
   }
   std::vector<mx::array> results;
   if (program->outputs.empty()) results.push_back(tape.back());
   for (int r : program->outputs) results.push_back(regs.at(r));
-  return mx::array::make_arrays(
-      std::vector<mx::Shape>(results.size(), shape), dtypes,
-      std::make_shared<ExactChain>(stream, inputs, results, std::move(tape),
-                                   std::unordered_set<std::uintptr_t>{}),
-      inputs);
+  std::shared_ptr<ExactChain> chain;
+  {
+    LibraryNaming naming;  // MLX names the kernel from its tape's names here
+    chain = std::make_shared<ExactChain>(stream, operands, results, std::move(tape),
+                                         std::unordered_set<std::uintptr_t>{});
+  }
+  return mx::array::make_arrays(std::vector<mx::Shape>(results.size(), shape), dtypes,
+                                std::move(chain), operands);
 }
 
 }  // namespace
 
-int fuse_gpu_elementwise(std::vector<mx::array>& outputs, mx::Device::DeviceType device) {
+int fuse_gpu_elementwise(std::vector<mx::array>& outputs, mx::Device::DeviceType device,
+                         FusedArithmetic arithmetic) {
+  if (arithmetic == FusedArithmetic::kAuto)
+    arithmetic = device == mx::Device::cpu || mx::cu::is_available() ? FusedArithmetic::kRounded
+                                                                      : FusedArithmetic::kSplit;
+  struct Scope {
+    FusedArithmetic saved = t_arithmetic;
+    ~Scope() { t_arithmetic = saved; }
+  } scope;
+  t_arithmetic = arithmetic;
   FusionTarget target;
   target.device = device;
   target.supports = supports;

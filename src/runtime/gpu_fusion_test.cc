@@ -2,7 +2,9 @@
 // host compiler: each graph is evaluated as built and again after fuse_gpu_elementwise rewrote
 // a copy of it; the two must agree bit for bit, and the rewritten graph must hold the expected
 // Compiled nodes. The contraction this fusion avoids happens only in GPU compilers (x86-64's
-// baseline has no FMA): here the tests check which ops share a kernel.
+// baseline has no FMA): here the tests check which ops share a kernel, under both arithmetics
+// (kSplit: MLX's functors, as on Metal; kRounded: ours, as on CUDA, whose kernel source the host
+// compiler builds here in its C++ form).
 #include "runtime/gpu_fusion.h"
 
 #include <gtest/gtest.h>
@@ -10,10 +12,12 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 
 #include "mlx/compile.h"
 #include "mlx/mlx.h"
+#include "mlx/primitives.h"
 #include "runtime/fusion_test_util.h"
 #include "runtime/graph_stats.h"
 
@@ -29,9 +33,11 @@ using Case = testing::FusionCase;
 
 // Fused on MLX's CPU; the census counts every Compiled* primitive as "Compiled". Every result
 // must keep the unfused bits.
-Case run(const std::function<std::vector<mx::array>()>& build) {
-  Case c = testing::fuse_and_eval(
-      build, [](std::vector<mx::array>& out) { return fuse_gpu_elementwise(out, mx::Device::cpu); });
+Case run(const std::function<std::vector<mx::array>()>& build,
+         FusedArithmetic arithmetic = FusedArithmetic::kSplit) {
+  Case c = testing::fuse_and_eval(build, [&](std::vector<mx::array>& out) {
+    return fuse_gpu_elementwise(out, mx::Device::cpu, arithmetic);
+  });
   std::map<std::string, int> census;
   for (const auto& [name, n] : c.census) census[name.rfind("Compiled", 0) == 0 ? "Compiled" : name] += n;
   c.census = std::move(census);
@@ -136,7 +142,7 @@ TEST_F(GpuFusion, TracedChainsThatDifferOnlyInWiringStayDistinct) {
   auto f = [](const std::vector<mx::array>& in) {
     std::vector<mx::array> out{mx::concatenate({mx::multiply(mx::subtract(in[0], in[1]), in[0]),
                                                 mx::multiply(mx::subtract(in[0], in[1]), in[1])})};
-    EXPECT_EQ(fuse_gpu_elementwise(out, mx::Device::cpu), 2);
+    EXPECT_EQ(fuse_gpu_elementwise(out, mx::Device::cpu, FusedArithmetic::kSplit), 2);
     return out;
   };
   mx::set_compile_mode(mx::CompileMode::no_fuse);  // as graph replay traces
@@ -152,6 +158,109 @@ TEST_F(GpuFusion, OnlyTheGivenDevicesPrimitivesAreFused) {
   EXPECT_EQ(c.chains, 1);
   std::vector<mx::array> out{mx::multiply(mx::add(a, b), b)};
   EXPECT_EQ(fuse_gpu_elementwise(out), 0);  // the default device is the GPU: nothing here
+}
+
+
+TEST_F(GpuFusion, InputsWithMoreLeadingOnesAreReshapedForTheKernel) {
+  // A bias's adam update: the gradient is a keepdims sum [1, n], reshaped to the bias's [n]; the
+  // chain reads the sum itself (the reshape is a view it reads through), which has more dims
+  // than the chain. MLX's kernel reads inputs broadcast trailing-aligned: it gets a reshape.
+  mx::array x = normal({6, 9}, 15), b = normal({9}, 16);
+  Case c = run([&] {
+    mx::array g = mx::reshape(mx::sum(x, 0, true), {9});
+    return std::vector<mx::array>{mx::subtract(b, mx::multiply(mx::array(0.1f), mx::sqrt(mx::abs(g))))};
+  }, FusedArithmetic::kRounded);
+  EXPECT_EQ(c.census["Compiled"], 1);
+  for (const char* gone : {"Subtract", "Multiply", "Sqrt", "Abs"})
+    EXPECT_EQ(c.census.count(gone), 0u) << gone;
+  EXPECT_EQ(c.census["Sum"], 1);
+}
+
+// kRounded: the rounded functors let products and sums share a kernel.
+
+// The library names of the Compiled primitives kRounded fusion makes of the graph.
+std::vector<std::string> library_names(const std::function<std::vector<mx::array>()>& build) {
+  std::vector<mx::array> outputs = build();
+  fuse_gpu_elementwise(outputs, mx::Device::cpu, FusedArithmetic::kRounded);
+  std::vector<std::string> names;
+  std::vector<mx::array> todo = outputs;
+  std::set<std::uintptr_t> seen;
+  while (!todo.empty()) {
+    mx::array a = todo.back();
+    todo.pop_back();
+    if (!a.has_primitive() || !seen.insert(a.id()).second) continue;
+    if (const auto* c = dynamic_cast<const mx::Compiled*>(&a.primitive())) names.push_back(c->lib_name());
+    for (const mx::array& in : a.inputs()) todo.push_back(in);
+  }
+  return names;
+}
+
+TEST_F(GpuFusion, RoundedProductsAndSumsShareAKernel) {
+  mx::array a = normal({4, 9}, 1), b = normal({4, 9}, 2), d = normal({4, 9}, 3);
+  auto build = [&] {
+    mx::array ab = mx::multiply(a, b);
+    return std::vector<mx::array>{mx::subtract(mx::add(ab, d), mx::negative(mx::square(ab)))};
+  };
+  Case c = run(build, FusedArithmetic::kRounded);
+  EXPECT_EQ(c.census["Compiled"], 1);
+  for (const char* gone : {"Multiply", "Add", "Subtract", "Negative", "Square"})
+    EXPECT_EQ(c.census.count(gone), 0u) << gone;
+  // Every name MLX prints or counts is an identifier; the kernel's definitions come first.
+  for (const auto& [name, n] : c.census)
+    EXPECT_EQ(name.find_first_of(" ;{}"), std::string::npos) << name;
+  std::vector<std::string> libs = library_names(build);
+  ASSERT_EQ(libs.size(), 1u);
+  EXPECT_EQ(libs[0].find_first_of(" ;{}"), std::string::npos) << libs[0];
+  EXPECT_LT(libs[0].find("JaxmlxRn1Defs"), libs[0].find("JaxmlxRn1Multiply")) << libs[0];
+}
+
+TEST_F(GpuFusion, RoundedAdamUpdateIsOneKernel) {
+  mx::array p = normal({7, 33}, 7), g = normal({7, 33}, 8), m = normal({7, 33}, 9);
+  mx::array v = mx::abs(normal({7, 33}, 10));
+  mx::eval(v);
+  Case c = run([&] {
+    mx::array b1(0.9f), c1(0.1f), b2(0.999f), c2(0.001f), eps(1e-8f);
+    mx::array m2 = mx::add(mx::multiply(b1, m), mx::multiply(c1, g));
+    mx::array v2 = mx::add(mx::multiply(b2, v), mx::multiply(c2, mx::square(g)));
+    mx::array p2 = mx::subtract(p, mx::divide(m2, mx::add(mx::sqrt(v2), eps)));
+    return std::vector<mx::array>{p2, m2, v2};
+  }, FusedArithmetic::kRounded);
+  EXPECT_EQ(c.census["Compiled"], 1);
+  for (const char* gone : {"Add", "Subtract", "Multiply", "Divide", "Sqrt", "Square"})
+    EXPECT_EQ(c.census.count(gone), 0u) << gone;
+}
+
+TEST_F(GpuFusion, RoundedKernelsKeepLibraryFunctionsApart) {
+  // exp, tanh... are device library code that may end in a multiply or begin with an add of
+  // their operand: one never reads another (nor through a negation) in one kernel. Rounded
+  // products and sums feed them and read them freely.
+  mx::array a = normal({3, 8}, 4), b = normal({3, 8}, 5), d = normal({3, 8}, 6);
+  Case c = run([&] {
+    return std::vector<mx::array>{mx::add(mx::exp(mx::tanh(mx::multiply(a, b))), d),
+                                  mx::log(mx::negative(mx::exp(mx::add(a, d))))};
+  }, FusedArithmetic::kRounded);
+  // {a*b, tanh}, {exp, + d}; {a + d, exp}, {-, log}.
+  EXPECT_EQ(c.census["Compiled"], 4);
+  for (const char* gone : {"Exp", "Tanh", "Log", "Negative", "Multiply", "Add"})
+    EXPECT_EQ(c.census.count(gone), 0u) << gone;
+}
+
+TEST_F(GpuFusion, RoundedKernelsOverIntegerInputsAndIntegerOnlyChains) {
+  // The definitions element reads the kernel's first input, whatever its dtype; a chain with no
+  // f32 arithmetic has none.
+  mx::array k({3u, 7u, 0xFFFFFFFFu, 0u, 12345u, 99u}, {2, 3});
+  mx::array i({-4, 9, 0, 1, 2147483647, -2147483647 - 1}, {2, 3});
+  auto build = [&] {
+    mx::array f = mx::astype(mx::right_shift(k, mx::array(9u)), mx::float32);
+    mx::array h = mx::add(mx::multiply(f, mx::astype(i, mx::float32)), mx::array(0.5f));
+    mx::array bits = mx::bitwise_xor(mx::left_shift(k, mx::array(13u)), mx::right_shift(k, mx::array(19u)));
+    return std::vector<mx::array>{h, mx::bitwise_or(bits, mx::array(1u))};
+  };
+  Case c = run(build, FusedArithmetic::kRounded);
+  EXPECT_EQ(c.census["Compiled"], 2);
+  int defined = 0;
+  for (const std::string& lib : library_names(build)) defined += lib.find("JaxmlxRn1Defs") != std::string::npos;
+  EXPECT_EQ(defined, 1);
 }
 
 }  // namespace

@@ -1,0 +1,109 @@
+"""GPU fusion (JAXMLX_GPU_FUSION, src/runtime/gpu_fusion.h) on MLX's CUDA backend: elementwise
+chains become MLX's fused kernels, built by NVRTC, whose compiler contracts a multiply feeding an
+add into one FMA unless the kernel's f32 arithmetic is our rounded functors
+(src/runtime/rounded_ops.h). The same programs, compiled with the fusion off and on, must give
+the same bytes, and the fused ones must hold fused kernels. Elsewhere the fusion does not run
+(MLX's CPU has its own, src/runtime/cpu_fusion.h; gpu_fusion_test.cc runs the rewrite on MLX's
+CPU).
+
+Each setting runs in a child (the variables are read at compile time; the child saves its
+results), the fused one with JAXMLX_GRAPH_STATS to count what each run launched."""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+CHILD = r"""
+import sys
+import jax, jax.numpy as jnp, numpy as np
+mlx = jax.devices("mlx")[0]
+rng = np.random.default_rng(0)
+f32 = lambda *s: rng.standard_normal(s).astype(np.float32)
+x, y, z = f32(64, 96), f32(64, 96), f32(64, 96)
+w1, w2, gw = f32(96, 128) * 0.1, f32(128, 10) * 0.1, f32(96, 128)
+lab = rng.integers(0, 10, (64,)).astype(np.int32)
+bits = rng.integers(0, 2**32, (64, 96), dtype=np.uint64).astype(np.uint32)
+
+def transcendental(x, y, z):
+  return (jnp.tanh(x * y + z) * jnp.exp(x - y) + jax.nn.sigmoid(x) * 0.5
+          - jnp.log(jnp.abs(y) + 1e-3) + jnp.sqrt(jnp.abs(z)) / (1.0 + x * x))
+
+def adam(p, g, m, v):
+  m = 0.9 * m + 0.1 * g
+  v = 0.999 * v + 0.001 * g * g
+  return p - 1e-3 * (m / 0.19) / (jnp.sqrt(v / 0.0199) + 1e-8), m, v
+
+def mlp_grads(w1, w2, x, lab):
+  def loss(w1, w2):
+    h = jax.nn.gelu(x @ w1)
+    logits = h @ w2
+    mean = logits.mean(-1, keepdims=True)
+    c = logits - mean
+    n = c * jax.lax.rsqrt((c * c).mean(-1, keepdims=True) + 1e-5)
+    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(n), lab[:, None], 1))
+  return jax.grad(loss, argnums=(0, 1))(w1, w2)
+
+def random_draws(key):
+  k1, k2, k3 = jax.random.split(key, 3)
+  return (jax.random.normal(k1, (64, 96)), jax.random.uniform(k2, (64, 96)),
+          jax.random.bernoulli(k3, 0.3, (64, 96)))
+
+def integers(bits, x):
+  a = (bits << 13) ^ (bits >> 19)
+  f = (a >> 9).astype(jnp.float32) * (1.0 / 8388608.0) - 0.5
+  return jnp.where(f > 0.25, f * x + 1.0, -f), (a | 1).astype(jnp.int32) % 7
+
+out = {}
+for f, args in [(transcendental, (x, y, z)), (adam, (w1, gw, w1 * 0.5, w1 * w1)),
+                (mlp_grads, (w1, w2, x, lab)), (random_draws, (jax.random.key(7),)),
+                (integers, (bits, x))]:
+  g = jax.jit(f)
+  for _ in range(2):  # the first call traces, the second replays
+    res = jax.tree_util.tree_leaves(g(*jax.device_put(args, mlx)))
+  for i, r in enumerate(res):
+    out[f"{f.__name__}.{i}"] = np.asarray(r)
+np.savez(sys.argv[1], **out)
+"""
+
+
+def run_child(tmp_path, name: str, **env) -> tuple[dict[str, np.ndarray], dict[str, collections.Counter]]:
+  """The results of CHILD under `env`, and each program's primitive counts of its last run."""
+  log, saved = tmp_path / f"{name}.log", tmp_path / f"{name}.npz"
+  env = dict(os.environ, JAXMLX_GRAPH_STATS=str(log), JAXMLX_COMPILE="replay", **env)
+  r = subprocess.run([sys.executable, "-c", CHILD, str(saved)], capture_output=True, text=True,
+                     env=env, timeout=600)
+  assert r.returncode == 0, r.stderr[-3000:]
+  last = {}
+  for line in log.read_text().splitlines():
+    if line.startswith("run "):
+      _, program, _, *kvs = line.split()
+      last[program] = collections.Counter({k: int(v) for k, v in (kv.rsplit("=", 1) for kv in kvs)})
+  with np.load(saved) as z:
+    return {k: z[k] for k in z.files}, last
+
+
+def fused_kernels(counts: collections.Counter) -> int:
+  return sum(n for name, n in counts.items() if name.startswith("Compiled"))
+
+
+def test_fused_kernels_keep_the_unfused_bits(tmp_path, on_mlx_cuda):
+  plain, plain_counts = run_child(tmp_path, "plain", JAXMLX_GPU_FUSION="0")
+  fused, fused_counts = run_child(tmp_path, "fused", JAXMLX_GPU_FUSION="1")
+  assert plain.keys() == fused.keys()
+  for k in plain:
+    assert plain[k].dtype == fused[k].dtype, k
+    differ = np.count_nonzero(plain[k].view(np.uint8) != fused[k].view(np.uint8))
+    assert differ == 0, f"{k}: {differ} bytes differ"
+  for program in ("jit_transcendental", "jit_adam", "jit_mlp_grads", "jit_integers"):
+    assert fused_kernels(fused_counts[program]) >= 1, (program, fused_counts[program])
+    assert sum(fused_counts[program].values()) < sum(plain_counts[program].values()), program
+  # The adam update (products and sums together) is one kernel: nothing of it is left unfused.
+  assert fused_kernels(fused_counts["jit_adam"]) == 1, fused_counts["jit_adam"]
+  for op in ("Multiply", "Add", "Subtract", "Divide", "Sqrt"):
+    assert fused_counts["jit_adam"][op] == 0, fused_counts["jit_adam"]
