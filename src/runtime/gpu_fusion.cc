@@ -2,12 +2,12 @@
 
 #include <cstdlib>
 #include <initializer_list>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <unordered_set>
 
-#include "mlx/backend/cuda/cuda.h"
+#include "lower/util.h"
 #include "mlx/ops.h"
 #include "mlx/primitives.h"
 #include "runtime/elementwise_chains.h"
@@ -21,7 +21,7 @@ namespace jaxmlx::runtime {
 bool gpu_fusion_enabled() {
   const char* v = std::getenv("JAXMLX_GPU_FUSION");
   if (v != nullptr && *v != '\0') return std::string_view(v) == "1";
-  return mx::cu::is_available();
+  return lower::on_cuda_gpu();
 }
 
 namespace {
@@ -82,9 +82,6 @@ bool supports(FusedOp op, mx::Dtype arg, mx::Dtype out) {
   return false;
 }
 
-// Which arithmetic a fusion run gives its kernels (the target's functions read it).
-thread_local FusedArithmetic t_arithmetic = FusedArithmetic::kSplit;
-
 // The f32 ops a kernel computes with our rounded functors (rounded_ops.h) under kRounded.
 std::optional<RoundedOp> rounded(FusedOp op) {
   switch (op) {
@@ -108,9 +105,9 @@ bool named(const mx::array& a, std::initializer_list<std::string_view> names) {
 // kernels round twice). Under kSplit: MLX's add, subtract and negation. Under kRounded the
 // adds and subtracts are rounded instructions, but MLX's functors for exp, log, tanh, sigmoid
 // and rsqrt are device library code, and a negation folds into whatever add reads it.
-bool sums(const mx::array& a) {
+bool sums(FusedArithmetic arithmetic, const mx::array& a) {
   if (a.dtype() != mx::float32) return false;
-  if (t_arithmetic == FusedArithmetic::kSplit) return named(a, {"Add", "Subtract", "Negative"});
+  if (arithmetic == FusedArithmetic::kSplit) return named(a, {"Add", "Subtract", "Negative"});
   return !named(a, {"Add", "Subtract", "Multiply", "Square", "Divide", "Sqrt", "Maximum",
                     "Minimum", "Abs", "Select", "AsType"});
 }
@@ -120,18 +117,19 @@ bool sums(const mx::array& a) {
 // or a choice, and under kRounded a rounded product too. Anything else (a product, a square,
 // exp, tanh, log... whose device code may end in one) is read by a sum through memory.
 // Views (a broadcast scalar, a reshaped bias) are read from memory: their inputs stay outside.
-bool ends_without_product(const mx::array& a) {
+bool ends_without_product(FusedArithmetic arithmetic, const mx::array& a) {
   if (a.dtype() != mx::float32) return true;
-  if (t_arithmetic == FusedArithmetic::kRounded && named(a, {"Multiply", "Square"})) return true;
+  if (arithmetic == FusedArithmetic::kRounded && named(a, {"Multiply", "Square"})) return true;
   return named(a, {"Add", "Subtract", "Negative", "Divide", "Sqrt", "Maximum", "Minimum", "Abs",
                    "Select", "AsType", "Broadcast", "Full", "Reshape", "Squeeze", "ExpandDims"});
 }
 
-bool separate(const mx::array& reader, const mx::array& operand) {
-  return sums(reader) && operand.has_primitive() && !ends_without_product(operand);
+bool separate(FusedArithmetic arithmetic, const mx::array& reader, const mx::array& operand) {
+  return sums(arithmetic, reader) && operand.has_primitive() &&
+         !ends_without_product(arithmetic, operand);
 }
 
-std::optional<std::vector<mx::array>> make(const mx::Stream& stream,
+std::optional<std::vector<mx::array>> make(FusedArithmetic arithmetic, const mx::Stream& stream,
                                            std::shared_ptr<const FusedProgram> program,
                                            const std::vector<mx::array>& inputs,
                                            const mx::Shape& shape,
@@ -161,7 +159,7 @@ std::optional<std::vector<mx::array>> make(const mx::Stream& stream,
     std::vector<mx::array> args;
     for (int r : ins.args) args.push_back(regs.at(r));
     std::optional<RoundedOp> op = rounded(ins.op);
-    if (t_arithmetic == FusedArithmetic::kRounded && op && ins.dtype == mx::float32) {
+    if (arithmetic == FusedArithmetic::kRounded && op && ins.dtype == mx::float32) {
       // The functors' definitions go first; they read an input (MLX writes an op's line
       // from its operands).
       if (!defined) {
@@ -193,24 +191,19 @@ std::optional<std::vector<mx::array>> make(const mx::Stream& stream,
 int fuse_gpu_elementwise(std::vector<mx::array>& outputs, mx::Device::DeviceType device,
                          FusedArithmetic arithmetic) {
   if (arithmetic == FusedArithmetic::kAuto)
-    arithmetic = device == mx::Device::cpu || mx::cu::is_available() ? FusedArithmetic::kRounded
-                                                                      : FusedArithmetic::kSplit;
-  struct Scope {
-    FusedArithmetic saved = t_arithmetic;
-    ~Scope() { t_arithmetic = saved; }
-  } scope;
-  t_arithmetic = arithmetic;
+    arithmetic = device == mx::Device::cpu || lower::on_cuda_gpu() ? FusedArithmetic::kRounded
+                                                                    : FusedArithmetic::kSplit;
   FusionTarget target;
   target.device = device;
   target.supports = supports;
-  target.make = make;
+  target.make = [arithmetic](const auto&... args) { return make(arithmetic, args...); };
   target.multi_output = true;
   // MLX's own fusion stops at 24 inputs; its kernels take one pointer (and strides) per array.
   target.max_arrays = 24;
   target.max_chain = 256;
   // One op and the views it reads (no-copy primitives here) gain nothing from a kernel build.
   target.min_instructions = 2;
-  target.separate = separate;
+  target.separate = [arithmetic](const auto&... args) { return separate(arithmetic, args...); };
   return fuse_elementwise_chains(outputs, target);
 }
 
