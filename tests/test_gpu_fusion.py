@@ -19,6 +19,8 @@ import sys
 import numpy as np
 import pytest
 
+from tests.stats_log import last_run_counts
+
 CHILD = r"""
 import sys
 import jax, jax.numpy as jnp, numpy as np
@@ -79,13 +81,8 @@ def run_child(tmp_path, name: str, **env) -> tuple[dict[str, np.ndarray], dict[s
   r = subprocess.run([sys.executable, "-c", CHILD, str(saved)], capture_output=True, text=True,
                      env=env, timeout=600)
   assert r.returncode == 0, r.stderr[-3000:]
-  last = {}
-  for line in log.read_text().splitlines():
-    if line.startswith("run "):
-      _, program, _, *kvs = line.split()
-      last[program] = collections.Counter({k: int(v) for k, v in (kv.rsplit("=", 1) for kv in kvs)})
   with np.load(saved) as z:
-    return {k: z[k] for k in z.files}, last
+    return {k: z[k] for k in z.files}, last_run_counts(log)
 
 
 def fused_kernels(counts: collections.Counter) -> int:

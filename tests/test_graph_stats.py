@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from tests.stats_log import last_run_counts
+
 CHILD = r"""
 import jax, jax.numpy as jnp, numpy as np
 mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]
@@ -86,15 +88,7 @@ def graph_stats(tmp_path, mode: str) -> dict[str, collections.Counter]:
   r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env,
                      timeout=300)
   assert r.returncode == 0, r.stderr[-3000:]
-  out = {}
-  for line in log.read_text().splitlines():
-    if not line.startswith("run "):
-      continue
-    _, name, total, *kvs = line.split()
-    counts = collections.Counter({k: int(v) for k, v in (kv.rsplit("=", 1) for kv in kvs)})
-    assert sum(counts.values()) == int(total), line
-    out[name] = counts
-  return out
+  return last_run_counts(log)
 
 
 @pytest.fixture(scope="module", params=["replay", "0"], ids=["replay", "eager"])
@@ -355,12 +349,7 @@ def threefry_counts(log, **env) -> dict[str, collections.Counter]:
   r = subprocess.run([sys.executable, "-c", THREEFRY], capture_output=True, text=True, env=env,
                      timeout=300)
   assert r.returncode == 0, r.stderr[-3000:]
-  last = {}
-  for line in log.read_text().splitlines():
-    if line.startswith("run "):
-      _, name, _, *kvs = line.split()
-      last[name] = collections.Counter({k: int(v) for k, v in (kv.rsplit("=", 1) for kv in kvs)})
-  return last
+  return last_run_counts(log)
 
 
 def test_threefry_is_one_primitive_on_the_cpu(tmp_path, on_mlx_cpu):

@@ -38,6 +38,7 @@ from jax import lax
 
 from tests.ops.edge_values import rand, values
 from tests.ops.harness import assert_same, run_on
+from tests.stats_log import last_run_counts
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -321,11 +322,7 @@ def graph_stats(tmp_path, fusion: str) -> dict[str, collections.Counter]:
   r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env,
                      cwd=REPO, timeout=300)
   assert r.returncode == 0, r.stderr[-3000:]
-  out = {}
-  for line in log.read_text().splitlines():
-    _, name, total, *kvs = line.split()
-    out[name] = collections.Counter({k: int(v) for k, v in (kv.rsplit("=", 1) for kv in kvs)})
-  return out
+  return last_run_counts(log)
 
 
 @pytest.fixture
