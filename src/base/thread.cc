@@ -1,6 +1,7 @@
 // Thread: see thread.h.
 #include "base/thread.h"
 
+#include <cstring>
 #include <exception>
 #include <future>
 #include <system_error>
@@ -70,6 +71,16 @@ void Thread::detach() {
   if (!joinable_) throw std::system_error(std::make_error_code(std::errc::invalid_argument));
   pthread_detach(handle_);
   joinable_ = false;
+}
+
+void set_this_thread_name(const char* name) {
+  char cut[16] = {};
+  std::strncpy(cut, name, sizeof(cut) - 1);
+#if defined(__APPLE__)
+  pthread_setname_np(cut);  // macOS names only the calling thread
+#else
+  pthread_setname_np(pthread_self(), cut);
+#endif
 }
 
 }  // namespace jaxmlx

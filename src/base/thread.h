@@ -39,4 +39,8 @@ class Thread {
   std::thread::id id_;
 };
 
+// Names the calling thread for profilers and debuggers (perf, gdb, top -H, Instruments); the
+// name is cut to 15 characters, Linux's limit. Best effort: nothing happens where it fails.
+void set_this_thread_name(const char* name);
+
 }  // namespace jaxmlx

@@ -214,6 +214,7 @@ bool DeviceWorker::wait_unless_python_blocks(const std::function<bool()>& wait_a
 }
 
 void DeviceWorker::loop(std::shared_ptr<Queue> queue) {
+  set_this_thread_name("jaxmlx-worker");
   DeferEventCallbacks defer;  // jaxlib's callbacks never run here (event.h)
   Queue& q = *queue;
   std::unique_lock<std::mutex> lock(q.mu);

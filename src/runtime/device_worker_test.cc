@@ -2,6 +2,8 @@
 // the worker's queue around it (runs in order, nothing concurrent, nothing lost).
 #include "runtime/device_worker.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -261,6 +263,17 @@ TEST(DeviceWorkerEnvTest, CallerRunsOff) {
   std::function<void()> task = [&] { ++runs; };
   EXPECT_FALSE(worker->run_here_if_idle(task));
   EXPECT_EQ(runs, 0);
+}
+
+// Profilers (perf, top -H) and debuggers tell the worker by its name.
+TEST(DeviceWorkerNameTest, TheWorkerThreadIsNamed) {
+  auto worker = std::make_shared<DeviceWorker>();
+  char name[16] = {};
+  ASSERT_TRUE(worker->run_sync([&] {
+                       pthread_getname_np(pthread_self(), name, sizeof(name));
+                       return Status();
+                     }).ok());
+  EXPECT_STREQ(name, "jaxmlx-worker");
 }
 
 }  // namespace

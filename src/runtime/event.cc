@@ -5,6 +5,8 @@
 #include <thread>
 #include <utility>
 
+#include "base/thread.h"
+
 namespace jaxmlx::runtime {
 namespace {
 
@@ -31,6 +33,7 @@ class Notifier {
  private:
   Notifier() { std::thread([this] { loop(); }).detach(); }
   void loop() {
+    set_this_thread_name("jaxmlx-notify");
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       cv_.wait(lock, [&] { return !tasks_.empty(); });
