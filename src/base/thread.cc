@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <future>
+#include <string>
 #include <system_error>
 #include <utility>
 
@@ -71,6 +72,35 @@ void Thread::detach() {
   if (!joinable_) throw std::system_error(std::make_error_code(std::errc::invalid_argument));
   pthread_detach(handle_);
   joinable_ = false;
+}
+
+TaskThread::TaskThread(const char* name) {
+  std::string n = name;
+  std::thread([this, n] {
+    set_this_thread_name(n.c_str());
+    loop();
+  }).detach();
+}
+
+void TaskThread::post(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+void TaskThread::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return !tasks_.empty(); });
+    std::function<void()> fn = std::move(tasks_.front());
+    tasks_.pop_front();
+    lock.unlock();
+    fn();
+    fn = nullptr;  // what the task held is released outside the lock
+    lock.lock();
+  }
 }
 
 void set_this_thread_name(const char* name) {

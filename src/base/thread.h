@@ -10,8 +10,11 @@
 
 #include <pthread.h>
 
+#include <condition_variable>
 #include <cstddef>
+#include <deque>
 #include <functional>
+#include <mutex>
 #include <thread>
 
 namespace jaxmlx {
@@ -37,6 +40,27 @@ class Thread {
   pthread_t handle_{};
   bool joinable_ = false;
   std::thread::id id_;
+};
+
+// A named thread that runs posted tasks one at a time, in the order they were posted. Never
+// destroyed (make one with new and keep it): its thread may be blocked inside a task -- waiting
+// for Python's GIL, or for a GPU -- when the process exits, and nothing may join it then.
+class TaskThread {
+ public:
+  explicit TaskThread(const char* name);
+  TaskThread(const TaskThread&) = delete;
+  TaskThread& operator=(const TaskThread&) = delete;
+
+  // Thread-safe; never blocks on the tasks.
+  void post(std::function<void()> task);
+
+ private:
+  ~TaskThread() = default;  // never called (see above)
+  void loop();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
 };
 
 // Names the calling thread for profilers and debuggers (perf, gdb, top -H, Instruments); the

@@ -1,8 +1,6 @@
 #include "runtime/event.h"
 
 #include <atomic>
-#include <deque>
-#include <thread>
 #include <utility>
 
 #include "base/thread.h"
@@ -14,41 +12,11 @@ thread_local bool t_defer_callbacks = false;
 std::atomic<int> g_waiting_for_worker{0};
 std::atomic<int> g_external_running{0};
 
-// Runs deferred callbacks in the order their events were set. Never destroyed: the thread may
-// be blocked in a callback (waiting for Python's GIL) when the process exits.
-class Notifier {
- public:
-  static Notifier& get() {
-    static Notifier* n = new Notifier();
-    return *n;
-  }
-  void post(std::function<void()> fn) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      tasks_.push_back(std::move(fn));
-    }
-    cv_.notify_one();
-  }
-
- private:
-  Notifier() { std::thread([this] { loop(); }).detach(); }
-  void loop() {
-    set_this_thread_name("jaxmlx-notify");
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [&] { return !tasks_.empty(); });
-      std::function<void()> fn = std::move(tasks_.front());
-      tasks_.pop_front();
-      lock.unlock();
-      fn();
-      fn = nullptr;  // what the task held is released outside the lock
-      lock.lock();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
-};
+// Runs deferred callbacks in the order their events were set.
+TaskThread& notifier() {
+  static TaskThread* t = new TaskThread("jaxmlx-notify");
+  return *t;
+}
 
 }  // namespace
 
@@ -93,7 +61,7 @@ void Event::set(Status status) const {
   g_external_running.fetch_add(1);
   if (g_waiting_for_worker.load() > 0) {
     g_external_running.fetch_sub(1);
-    Notifier::get().post(std::move(run));
+    notifier().post(std::move(run));
     return;
   }
   run();
