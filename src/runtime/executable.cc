@@ -215,22 +215,50 @@ class ReplayedFn {
   std::vector<mx::detail::CompileCacheWeakPtr> caches_;
 };
 
-// Replayed programs of at most this many MLX primitives, whose graph's arrays (inputs and
-// intermediates) add up to at most this many bytes, run on the calling thread when the worker
-// is idle and MLX's streams have no backlog: building their graph costs the caller less than the
-// hand-off to the worker (bench/README.md, "Runs on the calling thread"). A larger graph is built
-// on the worker while the caller goes on, and so is one with more data: MLX's eval waits for its
-// stream once ~100 kernels are in flight, and that wait should not hold up the caller of a long
-// run (decode_token of the benchmarks: 126 primitives, 5.3 MB).
+// On MLX's CPU, replayed programs of at most this many MLX primitives, whose graph's arrays
+// (inputs and intermediates) add up to at most this many bytes, run on the calling thread when
+// the worker is idle and MLX's streams have no backlog: building their graph costs the caller
+// less than the hand-off to the worker (bench/README.md, "Runs on the calling thread"). A larger
+// graph is built on the worker while the caller goes on, and so is one with more data: MLX's
+// eval waits for its stream once ~100 kernels are in flight, and that wait should not hold up
+// the caller of a long run (decode_token of the benchmarks: 126 primitives, 5.3 MB).
+// On CUDA the caller builds and issues any replayed program, as native MLX does on the thread
+// that calls it: the GPU computes on, and MLX's CUDA backend counts a task per batch of kernels,
+// not per kernel (bench/README.md, "GPU runs completed asynchronously").
 constexpr size_t kCallerRunPrimitives = 256;
 constexpr size_t kCallerRunBytes = size_t{8} << 20;
-// On CUDA a run is not completed asynchronously: the thread that runs it waits for the GPU. A
-// caller may take that wait itself only for a run whose kernels take microseconds (a jitted
-// `x + 1`, one eager op): it saves the two thread hand-offs to the worker and back (~30 us of a
-// ~65 us call on an H200), where a longer run is better left to the worker so that the caller
-// goes on while the GPU works (bench/README.md, "Runs on the calling thread on CUDA").
+// With JAXMLX_GPU_ASYNC=0 a CUDA run is waited for by the thread that runs it. A caller may
+// take that wait itself only for a run whose kernels take microseconds (a jitted `x + 1`, one
+// eager op): it saves the two thread hand-offs to the worker and back (~30 us of a ~65 us call
+// on an H200), where a longer run is left to the worker so that the caller goes on while the GPU
+// works (bench/README.md, "Runs on the calling thread on CUDA").
 constexpr size_t kCallerWaitPrimitives = 8;
 constexpr size_t kCallerWaitBytes = size_t{1} << 20;
+
+// JAXMLX_GPU_ASYNC, read at each compile: `0` has the thread that runs a program on MLX's CUDA
+// backend wait for its kernels, as before the completion thread (for same-process comparisons,
+// bench/env_ab.py).
+bool gpu_async_enabled() {
+  const char* v = std::getenv("JAXMLX_GPU_ASYNC");
+  return v == nullptr || std::string_view(v) != "0";
+}
+
+// JAXMLX_COMPLETION_THREAD=1 completes runs on MLX's CPU as CUDA's are (gpu_completions()), so
+// that the tests of that path run where there is no GPU.
+bool completion_thread_forced() {
+  static const bool forced = [] {
+    const char* v = std::getenv("JAXMLX_COMPLETION_THREAD");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
+  return forced;
+}
+
+// The thread that waits for the kernels of runs on MLX's CUDA backend, in the order they were
+// issued, and then signals their outputs.
+TaskThread& gpu_completions() {
+  static TaskThread* t = new TaskThread("jaxmlx-gpu-done");
+  return *t;
+}
 
 // Replays while conditions and bodies (without nested control flow) as compiled graphs. Inputs
 // of each graph: the region's arguments, the outer values it reads, and its constants.
@@ -389,10 +417,11 @@ class ExecutableImpl final : public Executable,
     // The region functions' graphs are in the worker's compile cache: released on the worker.
     if (!worker_) return;
     worker_->post([consts = std::move(constants_), inputs = std::move(const_inputs_),
-                   regions = std::move(regions_)]() mutable {
+                   regions = std::move(regions_), seed = std::move(marker_seed_)]() mutable {
       regions.reset();
       inputs = ConstantInputs();
       consts.clear();
+      seed.reset();
     });
     // The last reference to an execution often dies on the worker itself; the worker cannot
     // join its own thread, so a helper thread drops our reference to it.
@@ -421,10 +450,15 @@ class ExecutableImpl final : public Executable,
   StatusOr<Values> run(const Values& args);
   StatusOr<Values> run_compiled(const Values& args);
   StatusOr<Values> run_eager(const Values& args, bool evaluate);
-  // Starts evaluating `outs` and leaves signalling to a task on MLX's stream; false (nothing
-  // started) when some output is computed on another stream.
+  // Starts evaluating `outs` and leaves signalling to a task on MLX's CPU stream, or on CUDA to
+  // the gpu_completions() thread; false (nothing started) when some output is computed on
+  // another stream.
   bool finish_async(Values& outs, const std::vector<std::shared_ptr<Buffer>>& outputs,
                     const Event& done);
+  // The task that signals a run's `outputs` and `done` once `wait_for_kernels` returns (or
+  // with the error it throws).
+  std::function<void()> completion(std::function<void()> wait_for_kernels, Values outs,
+                                   std::vector<std::shared_ptr<Buffer>> outputs, Event done) const;
   void plan_outputs();
 
   std::shared_ptr<DeviceWorker> worker_;
@@ -449,23 +483,27 @@ class ExecutableImpl final : public Executable,
   std::shared_future<Status> deferred_check_;  // trial() left queued by check_on_worker
   std::optional<Status> trial_status_;          // set once trial() ran
   bool calls_host_ = false;                      // has host callbacks
-  // MLX on the CPU: a run's outputs are signalled by a task queued on MLX's stream behind its
-  // kernels, so the worker never waits for them (set in init).
+  // MLX on the CPU and CUDA: a run's outputs are signalled by a task queued behind its kernels
+  // (on MLX's CPU stream; on CUDA on the gpu_completions() thread, which waits for them), so
+  // the thread that runs it never waits for them (set in init).
   bool async_completion_ = false;
+  std::optional<mx::array> marker_seed_;  // what CUDA runs' completion markers depend on
   bool caller_runs_ = false;  // may run on the calling thread (set in init)
   ReplayedFn compiled_;
   // Runs may be made on the calling thread (DeviceWorker::run_here_if_idle): a replayed,
-  // asynchronously completed program within kCallerRunPrimitives and kCallerRunBytes, or on a
-  // GPU one within kCallerWaitPrimitives and kCallerWaitBytes, after its first run on the
-  // worker; or one that computes nothing. Set on the worker, read by callers.
+  // asynchronously completed program, after its first run on the worker (on the CPU within
+  // kCallerRunPrimitives and kCallerRunBytes), or with JAXMLX_GPU_ASYNC=0 a GPU one within
+  // kCallerWaitPrimitives and kCallerWaitBytes; or one that computes nothing. Set on the
+  // worker, read by callers.
   std::atomic<bool> runs_on_caller_{false};
   std::shared_ptr<RegionCache> regions_;  // compiled loop regions, when compiling is on
 
-  // A GPU run the caller may make and wait for in the worker's place: replayed, without fused
-  // kernels (built, and possibly redone, on the worker) or host callbacks. Whether the worker
-  // lends its stream at all is the worker's to say (not on Metal: DeviceWorker).
+  // A GPU run the caller may make and wait for in the worker's place (JAXMLX_GPU_ASYNC=0):
+  // replayed, without fused kernels (built, and possibly redone, on the worker) or host
+  // callbacks. Whether the worker lends its stream at all is the worker's to say (not on Metal).
   bool waits_on_caller() const {
-    return worker_->info().is_gpu && !calls_host_ && mode_ == GraphMode::kReplay;
+    return worker_->info().is_gpu && !async_completion_ && !calls_host_ &&
+           mode_ == GraphMode::kReplay;
   }
 };
 
@@ -510,8 +548,11 @@ Status ExecutableImpl::init() {
   mode_ = graph_mode(*worker_);
   fuse_ = chain_fuser(mode_, worker_->info().is_gpu);
   // Fused kernels are built (and may fail) when evaluated: the worker evaluates those runs
-  // itself, to redo a failed one eagerly.
-  async_completion_ = !worker_->info().is_gpu && !calls_host_ && mode_ != GraphMode::kFused;
+  // itself, to redo a failed one eagerly. Metal's runs are waited for on the worker (no Mac
+  // here to check MLX's Metal events from a second thread).
+  const DeviceInfo& dev = worker_->info();
+  async_completion_ = !calls_host_ && mode_ != GraphMode::kFused &&
+                      (!dev.is_gpu || (!dev.is_metal && gpu_async_enabled()));
   use_compiled_ = info_.straight_line && num_computed_ > 0 && mode_ != GraphMode::kEager;
   // A program that computes nothing (it returns arguments or constants) has no graph to build.
   caller_runs_ = (use_compiled_ || (info_.straight_line && num_computed_ == 0)) &&
@@ -677,17 +718,57 @@ bool ExecutableImpl::finish_async(Values& outs, const std::vector<std::shared_pt
   // right behind the kernels, usually before MLX's stream thread has run them and gone back to
   // sleep (one thread wake-up less per run). The stored arrays are the ones evaluated below.
   for (size_t i = 0; i < outs.size(); ++i) outputs[i]->store_array(outs[i]);
+  if (worker_->info().is_gpu || completion_thread_forced()) {
+    // MLX's CUDA backend: the kernels are issued here, and the completion thread waits for
+    // them through an array of its own (the outputs are this thread's to touch, and MLX exports
+    // no wait for an event alone): a Depends on a scalar, no kernel, evaluated with the run and
+    // so done once its kernels are (MLX signals one event per stream per evaluation) and the
+    // earlier runs that compute outputs passed through are.
+    Values after;
+    bool have_this_run = false;
+    for (const mx::array& a : outs) {
+      if (a.status() == mx::array::Status::unscheduled) {
+        if (!std::exchange(have_this_run, true)) after.push_back(a);
+      } else if (!a.is_available()) {
+        after.push_back(a);
+      }
+    }
+    if (!marker_seed_) marker_seed_ = mx::array(false);
+    std::optional<mx::array> marker = mx::depends({*marker_seed_}, after)[0];
+    after.clear();
+    Values issued = outs;
+    issued.push_back(*marker);
+    mx::async_eval(std::move(issued));
+    gpu_completions().post(completion(
+        [marker = std::move(marker)]() mutable {
+          marker->wait();
+          marker.reset();  // here, before the outputs are signalled
+        },
+        outs, outputs, done));
+    return true;
+  }
+  // It runs after everything queued on MLX's CPU stream so far: the kernels of this run and of
+  // the runs that produced its inputs. A kernel that threw on the stream left its error there
+  // (and would poison later runs' events): it is this run's error.
+  std::function<void()> complete =
+      completion([stream] { mx::scheduler::check_error(stream); }, outs, outputs, done);
+  mx::async_eval(outs);
+  mx::scheduler::enqueue(stream, std::move(complete));
+  return true;
+}
+
+std::function<void()> ExecutableImpl::completion(std::function<void()> wait_for_kernels,
+                                                 Values outs,
+                                                 std::vector<std::shared_ptr<Buffer>> outputs,
+                                                 Event done) const {
   // The task holds the outputs too, so their memory outlives the kernels writing it even when
-  // the buffers are freed first. It runs after everything queued on the stream so far: the
-  // kernels of this run and of the runs that produced its inputs.
-  std::function<void()> complete = [stream, keep = outs, outputs, done,
-                                    name = name_]() mutable {
-    DeferEventCallbacks defer;  // on MLX's stream thread: jaxlib's callbacks never run here
+  // the buffers are freed first.
+  return [wait = std::move(wait_for_kernels), keep = std::move(outs), outputs = std::move(outputs),
+          done = std::move(done), name = name_]() mutable {
+    DeferEventCallbacks defer;  // not our caller's thread: jaxlib's callbacks never run here
     Status st;
     try {
-      // A kernel that threw on the stream left its error there (and would poison later runs'
-      // events): take it as this run's error.
-      mx::scheduler::check_error(stream);
+      wait();
       if (auto why = fault::fired(fault::Point::kKernel))  // JAXMLX_FAULT=kernel:N
         throw std::runtime_error("[scheduler] a kernel failed: " + *why);
     } catch (const std::exception& err) {
@@ -709,9 +790,6 @@ bool ExecutableImpl::finish_async(Values& outs, const std::vector<std::shared_pt
     }
     done.set(st);
   };
-  mx::async_eval(outs);
-  mx::scheduler::enqueue(stream, std::move(complete));
-  return true;
 }
 
 StatusOr<Values> ExecutableImpl::run(const Values& args) {
@@ -780,11 +858,15 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
   record_graph_stats(name_, computed);  // JAXMLX_GRAPH_STATS
   profile_graph(name_, computed);       // JAXMLX_PROFILE
   if (first && caller_runs_) {
-    const bool waits = waits_on_caller();  // a GPU run: the caller waits for its kernels
-    const size_t max_primitives = waits ? kCallerWaitPrimitives : kCallerRunPrimitives;
-    PendingGraph g = pending_graph(computed, max_primitives + 1);
-    runs_on_caller_.store(g.primitives <= max_primitives &&
-                          g.bytes <= (waits ? kCallerWaitBytes : kCallerRunBytes));
+    if (worker_->info().is_gpu && async_completion_) {
+      runs_on_caller_.store(true);  // any size: the caller only issues the kernels
+    } else {
+      const bool waits = waits_on_caller();  // a GPU run: the caller waits for its kernels
+      const size_t max_primitives = waits ? kCallerWaitPrimitives : kCallerRunPrimitives;
+      PendingGraph g = pending_graph(computed, max_primitives + 1);
+      runs_on_caller_.store(g.primitives <= max_primitives &&
+                            g.bytes <= (waits ? kCallerWaitBytes : kCallerRunBytes));
+    }
   }
   if (mode_ == GraphMode::kFused) mx::eval(computed);
   Values outs;
