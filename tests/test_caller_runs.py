@@ -1,11 +1,12 @@
 """Runs on the calling thread (DeviceWorker::run_here_if_idle, JAXMLX_CALLER_RUNS).
 
 On MLX's CPU, a small replayed program (and a small device_put) is run by the thread that calls
-Execute when the device worker is idle, instead of being handed to the worker; on CUDA, a program
-of a few primitives, which the caller then waits for as the worker would. These tests drive
-that path the way jax does -- repeated calls of the same small programs, from several threads, with
-donation, deletion, recompilation and injected failures -- and compare every result with numpy or
-with jax's CPU backend, bit for bit. The mechanism itself (who runs what, in which order) is
+Execute when the device worker is idle, instead of being handed to the worker; on CUDA, any
+replayed program, whose kernels the caller issues and our completion thread waits for
+(tests/test_completion_thread.py runs these tests through that thread on MLX's CPU). These tests
+drive that path the way jax does -- repeated calls of the same small programs, from several
+threads, with donation, deletion, recompilation and injected failures -- and compare every result
+with numpy or with jax's CPU backend, bit for bit. The mechanism itself (who runs what, in which order) is
 tested in src/runtime/device_worker_test.cc.
 """
 
