@@ -6,6 +6,8 @@
 // unrolled (passes/unroll.h) is thousands of nodes deep: the device worker, which traces every
 // program, gets a stack as deep as Linux's main thread has, on every platform (pthreads: the
 // same code on Linux and macOS). Same contract as std::thread: join or detach before destruction.
+//
+// Also here: TaskThread (an ordered task queue on a thread of its own) and thread names.
 #pragma once
 
 #include <pthread.h>
