@@ -4,9 +4,10 @@ On CUDA, the thread that runs a program (the caller, or the device worker) only 
 kernels; the plugin's completion thread (`jaxmlx-gpu-done`) waits for them, through a marker
 array evaluated with the run, and then signals the outputs (src/runtime/executable.cc,
 finish_async). JAXMLX_COMPLETION_THREAD=1 takes that path on MLX's CPU too, so that it is tested
-where there is no GPU: this runs the suites of runs on the calling thread, injected failures and
-buffers (donation, deletion, chained calls without waiting, several threads, errors after a
-failed kernel) in a child process with it set. tests/test_gpu_fusion.py and the rest of the
+where there is no GPU: this runs the suites of runs on the calling thread, injected failures,
+buffers, execution and concurrency (donation, deletion, chained calls without waiting, several
+threads, host callbacks beside runs, errors after a failed kernel) in a child process with it
+set. tests/test_gpu_fusion.py and the rest of the
 suite run it for real on a CUDA machine.
 """
 
@@ -20,7 +21,8 @@ import sys
 import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
-SUITES = ["test_caller_runs.py", "test_faults.py", "test_buffers.py", "test_execute.py"]
+SUITES = ["test_caller_runs.py", "test_faults.py", "test_buffers.py", "test_execute.py",
+          "test_concurrency.py"]
 
 
 def test_suites_pass_with_the_completion_thread(on_mlx_cpu):
