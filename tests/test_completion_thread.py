@@ -7,7 +7,8 @@ finish_async). JAXMLX_COMPLETION_THREAD=1 takes that path on MLX's CPU too, so t
 where there is no GPU: this runs the suites of runs on the calling thread, injected failures,
 buffers, execution and concurrency (donation, deletion, chained calls without waiting, several
 threads, host callbacks beside runs, errors after a failed kernel) in a child process with it
-set. tests/test_gpu_fusion.py and the rest of the
+set, and checks that a run of a few primitives made on the calling thread is waited for there
+(kCallerWaitPrimitives) while a larger one is not. tests/test_gpu_fusion.py and the rest of the
 suite run it for real on a CUDA machine.
 """
 
@@ -59,3 +60,34 @@ def test_the_completion_thread_is_what_completes_runs(on_mlx_cpu, forced):
                         text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert proc.stdout.strip().splitlines()[-1] == ("True" if forced == "1" else "False")
+
+
+READY_SNIPPET = """
+import time, jax, jax.numpy as jnp, numpy as np
+dev = jax.devices("mlx")[0]
+f = jax.jit(lambda v: jnp.exp(v) * 2 + 1)
+for n in (1 << 15, 1 << 19):  # 128 KiB: within the caller's wait; 2 MiB: over it
+  x_np = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+  x = jax.device_put(x_np, dev)
+  f(x).block_until_ready()  # the first run is the worker's
+  ready = []
+  for _ in range(8):
+    time.sleep(0.01)  # the worker idle, MLX's stream settled: the caller runs it
+    y = f(x)
+    ready.append(y.is_ready())
+    np.testing.assert_allclose(np.asarray(y), np.exp(x_np) * 2 + 1, rtol=1e-6)
+  print(n, sum(ready))
+"""
+
+
+def test_a_small_run_on_the_caller_is_waited_for_there(on_mlx_cpu):
+  # On CUDA a run of a few primitives (a jitted `x + 1`) made on the calling thread is waited for
+  # by that thread: its outputs are ready when Execute returns, with no hand-off to the
+  # completion thread (kCallerWaitPrimitives). A larger run returns before its kernels are done.
+  env = dict(os.environ, JAXMLX_COMPLETION_THREAD="1")
+  proc = subprocess.run([sys.executable, "-c", READY_SNIPPET], env=env, capture_output=True,
+                        text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  ready = dict(map(int, line.split()) for line in proc.stdout.strip().splitlines()[-2:])
+  assert ready[1 << 15] == 8, ready
+  assert ready[1 << 19] < 8, ready

@@ -143,6 +143,10 @@ bool DeviceWorker::on_worker_thread() const {
   return std::this_thread::get_id() == thread_id_ || t_acting_for == this;
 }
 
+bool DeviceWorker::on_borrowing_thread() const {
+  return t_acting_for == this && std::this_thread::get_id() != thread_id_;
+}
+
 void DeviceWorker::post(std::function<void()> task) { enqueue(std::move(task), false); }
 
 bool DeviceWorker::run_here_if_idle(std::function<void()>& task) {

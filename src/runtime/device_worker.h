@@ -76,6 +76,8 @@ class DeviceWorker {
 
   // The worker's thread, or a thread running a task in its place (run_here_if_idle).
   bool on_worker_thread() const;
+  // A thread running a task in the worker's place (run_here_if_idle), not the worker's own.
+  bool on_borrowing_thread() const;
 
  private:
   // The queue outlives this object while the thread drains it (see the destructor).

@@ -227,11 +227,13 @@ class ReplayedFn {
 // not per kernel (bench/README.md, "GPU runs completed asynchronously").
 constexpr size_t kCallerRunPrimitives = 256;
 constexpr size_t kCallerRunBytes = size_t{8} << 20;
-// With JAXMLX_GPU_ASYNC=0 a CUDA run is waited for by the thread that runs it. A caller may
-// take that wait itself only for a run whose kernels take microseconds (a jitted `x + 1`, one
-// eager op): it saves the two thread hand-offs to the worker and back (~30 us of a ~65 us call
-// on an H200), where a longer run is left to the worker so that the caller goes on while the GPU
-// works (bench/README.md, "Runs on the calling thread on CUDA").
+// A CUDA run of at most this many primitives and bytes made on the calling thread is waited
+// for there: its kernels take microseconds (a jitted `x + 1`, one eager op), and waiting saves
+// the hand-offs to the completion thread and back (the H200's dispatch row: 36.6 us per call
+// waited on the caller, 83 us completed on the completion thread; bench/README.md). With
+// JAXMLX_GPU_ASYNC=0 every CUDA run is waited for by the thread that runs it, and the caller
+// takes only runs this small, the rest is left to the worker so that the caller goes on while
+// the GPU works (bench/README.md, "Runs on the calling thread on CUDA").
 constexpr size_t kCallerWaitPrimitives = 8;
 constexpr size_t kCallerWaitBytes = size_t{1} << 20;
 
@@ -496,6 +498,10 @@ class ExecutableImpl final : public Executable,
   // kCallerWaitPrimitives and kCallerWaitBytes; or one that computes nothing. Set on the
   // worker, read by callers.
   std::atomic<bool> runs_on_caller_{false};
+  // An asynchronously completed GPU run within kCallerWaitPrimitives and kCallerWaitBytes: made
+  // on the calling thread, that thread waits for its kernels (set on the worker at the first
+  // run, read by callers).
+  std::atomic<bool> caller_waits_{false};
   std::shared_ptr<RegionCache> regions_;  // compiled loop regions, when compiling is on
 
   // A GPU run the caller may make and wait for in the worker's place (JAXMLX_GPU_ASYNC=0):
@@ -661,8 +667,12 @@ void ExecutableImpl::execute(std::vector<std::shared_ptr<Buffer>> inputs,
         args.push_back(std::move(a));
       }
       fault::on_run();  // JAXMLX_FAULT=execute:N / alloc:N (base/fault_injection.h)
-      const bool async = self->async_completion_;
       ASSIGN_OR_RETURN(Values outs, self->run(args));
+      // A run of a few primitives made on the calling thread is waited for there (one GPU
+      // round trip, no hand-off to the completion thread and back); on the worker it never is.
+      const bool async = self->async_completion_ &&
+                         !(self->caller_waits_.load(std::memory_order_relaxed) &&
+                           self->worker_->on_borrowing_thread());
       // From here on only the graph reads the arguments: a donated one that nothing else holds
       // can lend its memory to a result (MLX reuses an input buffer it holds the only reference
       // to), as the optimizer update of a training step does with parameters and state.
@@ -866,6 +876,10 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
       PendingGraph g = pending_graph(computed, max_primitives + 1);
       runs_on_caller_.store(g.primitives <= max_primitives &&
                             g.bytes <= (waits ? kCallerWaitBytes : kCallerRunBytes));
+    }
+    if (async_completion_ && (worker_->info().is_gpu || completion_thread_forced())) {
+      PendingGraph g = pending_graph(computed, kCallerWaitPrimitives + 1);
+      caller_waits_.store(g.primitives <= kCallerWaitPrimitives && g.bytes <= kCallerWaitBytes);
     }
   }
   if (mode_ == GraphMode::kFused) mx::eval(computed);
