@@ -383,7 +383,7 @@ std::optional<StatusOr<Values>> RegionCache::run(lower::Interpreter& interp,
     free_values.push_back(*v);
   }
   xs.insert(xs.end(), free_values.begin(), free_values.end());
-  for (size_t c : e.const_idx) xs.push_back(const_inputs_.inputs()[c]);
+  for (size_t c : e.const_idx) xs.push_back(const_inputs_.input(c));
   std::vector<mx::array> computed;
   if (e.num_computed > 0) {
     try {
@@ -805,8 +805,8 @@ std::function<void()> ExecutableImpl::completion(std::function<void()> wait_for_
 StatusOr<Values> ExecutableImpl::run(const Values& args) {
   if (!constants_ready_) {
     // Splats enter a fused graph as scalars; a replayed graph keeps its primitives as they are.
-    // (Made before the evaluation, which drops the broadcast that made a splat; the splat's
-    // element is evaluated with it.)
+    // (Made before the evaluation, which drops the broadcast that made a splat; what the traced
+    // graphs are given is evaluated there, to give equal values once.)
     const_inputs_ = ConstantInputs(constants_, mode_ == GraphMode::kFused);
     mx::eval(constants_);
     constants_ready_ = true;
@@ -844,9 +844,10 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
     size_t nargs = args.size();
     compiled_.set([this, nargs](const std::vector<mx::array>& xs) {
       Values a(xs.begin(), xs.begin() + nargs);
-      Values consts(xs.begin() + nargs, xs.end());
-      for (size_t i = 0; i < consts.size(); ++i)
-        consts[i] = const_inputs_.expand(i, consts[i]);
+      Values consts;
+      consts.reserve(constants_.size());
+      for (size_t i = 0; i < constants_.size(); ++i)
+        consts.push_back(const_inputs_.expand(i, xs[nargs + const_inputs_.input_index(i)]));
       lower::TracedConstants known(consts, constants_);
       lower::Interpreter interp(info_, lower::Registry::global(), lower::RunMode::kTrace, &consts);
       StatusOr<Values> out = interp.run(*entry_, a);
