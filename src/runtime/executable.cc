@@ -869,19 +869,18 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
   record_graph_stats(name_, computed);  // JAXMLX_GRAPH_STATS
   profile_graph(name_, computed);       // JAXMLX_PROFILE
   if (first && caller_runs_) {
-    if (worker_->info().is_gpu && async_completion_) {
+    // One walk of the graph sizes it against both limits: kCallerWait* (a run a caller may
+    // wait for) and kCallerRun* (one it may run on MLX's CPU).
+    const bool gpu = worker_->info().is_gpu;
+    PendingGraph g = pending_graph(computed, kCallerRunPrimitives + 1);
+    const bool small = g.primitives <= kCallerWaitPrimitives && g.bytes <= kCallerWaitBytes;
+    if (gpu && async_completion_)
       runs_on_caller_.store(true);  // any size: the caller only issues the kernels
-    } else {
-      const bool waits = waits_on_caller();  // a GPU run: the caller waits for its kernels
-      const size_t max_primitives = waits ? kCallerWaitPrimitives : kCallerRunPrimitives;
-      PendingGraph g = pending_graph(computed, max_primitives + 1);
-      runs_on_caller_.store(g.primitives <= max_primitives &&
-                            g.bytes <= (waits ? kCallerWaitBytes : kCallerRunBytes));
-    }
-    if (async_completion_ && (worker_->info().is_gpu || completion_thread_forced())) {
-      PendingGraph g = pending_graph(computed, kCallerWaitPrimitives + 1);
-      caller_waits_.store(g.primitives <= kCallerWaitPrimitives && g.bytes <= kCallerWaitBytes);
-    }
+    else if (waits_on_caller())
+      runs_on_caller_.store(small);  // a GPU run: the caller waits for its kernels
+    else
+      runs_on_caller_.store(g.primitives <= kCallerRunPrimitives && g.bytes <= kCallerRunBytes);
+    caller_waits_.store(small && async_completion_ && (gpu || completion_thread_forced()));
   }
   if (mode_ == GraphMode::kFused) mx::eval(computed);
   Values outs;
