@@ -106,13 +106,15 @@ def test_every_program_is_counted(stats):
   assert all(c["Sum"] == 1 for n, c in stats.items() if "sum" in n), stats
 
 
-def test_take_along_axis_and_its_transpose_are_one_kernel_each(stats):
-  # Batching dims paired in place: MLX's take_along_axis / scatter_add_axis, without the batch
-  # coordinates (Arange) or the padding block (Concatenate) of the general gather and scatter.
+def test_a_label_pick_is_one_kernel_and_its_transpose_elementwise(stats):
+  # Batching dims paired in place: MLX's take_along_axis, without the batch coordinates (Arange)
+  # or the padding block (Concatenate) of the general gather. Its transpose, one label per row,
+  # is a select where the position equals the label (scatter.cc, add_along_axis), which a GPU
+  # fuses with the gradient's other terms: no scatter kernel, no zero fill, no Arange.
   c = stats["jit_label_pick_grad"]
-  assert c["GatherAxis"] == 1 and c["ScatterAxis_Sum"] == 1, c
-  assert c["Gather"] == 0 and c["Scatter_Sum"] == 0 and c["Arange"] == 0, c
-  assert c["Concatenate"] == 0 and c["AsType"] <= 1, c
+  assert c["GatherAxis"] == 1 and c["Equal"] == 1, c
+  assert c["Gather"] == 0 and c["Arange"] == 0 and c["Concatenate"] == 0, c
+  assert c["ScatterAxis_Sum"] == 0 and c["Scatter_Sum"] == 0 and c["AsType"] <= 1, c
 
 
 def test_a_weight_gradient_is_made_in_the_weights_layout(stats):

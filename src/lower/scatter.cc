@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -487,7 +488,12 @@ std::optional<mx::array> constant_window_scatter(const ir::Op& op, const ir::Sca
 // with the indices dim at the same place, one int32 index per update element along `axis`, an
 // add body: MLX's scatter_add_axis, where the general scatter builds each batching dim's
 // coordinates and a padding block. An out-of-range index (XLA drops its update) adds -0 (or 0)
-// at index 0, which changes no element. nullopt for any other form.
+// at index 0, which changes no element. With one index per row along `axis` (a cross-entropy's
+// label pick), elementwise instead: x + u where the position along `axis` equals the row's index,
+// x elsewhere (an out-of-range index equals no position: dropped). Each element is added to at
+// most once, so the bits are the scatter's; a GPU fuses it with the gradient's other terms where
+// the scatter was a zero fill, a scatter kernel and the index checks' kernels. nullopt for any
+// other form.
 std::optional<mx::array> add_along_axis(const ir::Op& op, const ir::ScatterDims& dn, Combiner c,
                                         const mx::array& x, const mx::array& indices,
                                         const mx::array& u) {
@@ -510,6 +516,15 @@ std::optional<mx::array> add_along_axis(const ir::Op& op, const ir::ScatterDims&
   }
   if (t.dims[axis] > std::numeric_limits<int32_t>::max()) return std::nullopt;
   const mx::array idx = index_component(indices, ivd, 0);
+  if (batch[axis] == 1) {
+    // The positions along `axis` as a constant (data, not an Arange kernel to run each time).
+    std::vector<int32_t> iota(static_cast<size_t>(t.dims[axis]));
+    std::iota(iota.begin(), iota.end(), 0);
+    mx::Shape along(rank, 1);
+    along[axis] = static_cast<int>(t.dims[axis]);
+    const mx::array hit = mx::equal(mx::array(iota.begin(), along, mx::int32), idx);
+    return mx::where(hit, mx::add(x, mx::astype(u, x.dtype())), x);
+  }
   const mx::array valid = start_within(idx, t.dims[axis] - 1);
   const mx::array w = mx::where(valid, mx::astype(u, x.dtype()), add_identity(x.dtype()));
   return mx::scatter_add_axis(x, mx::where(valid, idx, int_scalar(0, mx::int32)), w,

@@ -9,6 +9,10 @@
 #include <unordered_set>
 #include <utility>
 
+#include <fstream>
+#include <sstream>
+
+#include "mlx/graph_utils.h"
 #include "mlx/primitives.h"
 #include "mlx/scheduler.h"
 #include "mlx/transforms.h"
@@ -83,14 +87,31 @@ PendingGraph pending_graph(const std::vector<mx::array>& outputs, size_t max_pri
 }
 
 void record_graph_stats(std::string_view program, const std::vector<mx::array>& outputs) {
-  const char* path = stats_path();
-  if (path == nullptr) return;
-  const std::map<std::string, int> by_name = primitive_counts(outputs);
-  int total = 0;
-  for (const auto& [name, n] : by_name) total += n;
-  std::string line = "run " + std::string(program) + " " + std::to_string(total);
-  for (const auto& [name, n] : by_name) line += " " + name + "=" + std::to_string(n);
-  append_line(path, line + "\n");
+  if (const char* path = stats_path()) {
+    const std::map<std::string, int> by_name = primitive_counts(outputs);
+    int total = 0;
+    for (const auto& [name, n] : by_name) total += n;
+    std::string line = "run " + std::string(program) + " " + std::to_string(total);
+    for (const auto& [name, n] : by_name) line += " " + name + "=" + std::to_string(n);
+    append_line(path, line + "\n");
+  }
+  if (const char* dot = env_path("JAXMLX_GRAPH_DOT")) {
+    // Each array named by a serial number, its dtype and its shape: "a12 float32[128,10]".
+    mx::NodeNamer namer;
+    int serial = 0;
+    walk_graph(outputs, [&](const mx::array& a) {
+      std::string name = "a" + std::to_string(serial++) + " ";
+      std::ostringstream dtype;
+      dtype << a.dtype();
+      name += dtype.str() + "[";
+      for (size_t d = 0; d < a.shape().size(); ++d)
+        name += (d ? "," : "") + std::to_string(a.shape()[d]);
+      namer.set_name(a, name + "]");
+      return true;
+    });
+    std::ofstream os(dot, std::ios::trunc);  // the last run's graph
+    mx::export_to_dot(os, std::move(namer), outputs);
+  }
 }
 
 void record_region_stats(std::string_view program, bool replayed, std::string_view why) {

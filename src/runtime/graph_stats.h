@@ -30,7 +30,9 @@ struct PendingGraph {
 };
 PendingGraph pending_graph(const std::vector<mlx::core::array>& outputs, size_t max_primitives);
 
-// Appends `program`'s line for the unevaluated graph behind `outputs` (no-op when disabled).
+// Appends `program`'s line for the unevaluated graph behind `outputs` (no-op when disabled); with
+// JAXMLX_GRAPH_DOT=<file> too, writes that graph to the file as Graphviz (mx::export_to_dot),
+// replacing the previous run's: which arrays feed which primitive.
 void record_graph_stats(std::string_view program, const std::vector<mlx::core::array>& outputs);
 
 // Appends "region <program> replayed" when a loop region (a while's condition or body) of

@@ -191,6 +191,33 @@ def test_take_along_axis_grad_drops_out_of_range_and_keeps_signed_zeros():
         values(np.float32, (2, 4), 5), i)
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float16, jnp.bfloat16, np.int32, np.uint8],
+                         ids=ids([np.float32, np.float16, jnp.bfloat16, np.int32, np.uint8]))
+def test_take_along_axis_grad_one_label_per_row(dt):
+  # One index per row (a cross-entropy's label pick): the transpose is elementwise, x + u where
+  # the position equals the row's index (scatter.cc, add_along_axis). Out-of-range and negative
+  # indices match no position (XLA drops them); -0 + -0 stays -0, +0 + -0 is +0; ints wrap.
+  x = np.array([[-0.0, 1.5, -0.0, 2.0], [-0.0, -0.0, 3.0, -1.0], [0.0, 0.0, 5.0, 7.0],
+                [1.0, 2.0, 3.0, 4.0], [0.0, -0.0, 0.0, 9.0]], np.float32)
+  u = np.array([[-0.0], [2.5], [-0.0], [8.0], [-0.0]], np.float32)
+  i = np.array([[0], [1], [-1], [4], [1]], np.int32)
+  dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(1,),
+                                   scatter_dims_to_operand_dims=(1,), operand_batching_dims=(0,),
+                                   scatter_indices_batching_dims=(0,))
+  fn = lambda a, j, v: lax.scatter_add(a, j[..., None], v, dn,
+                                       mode=lax.GatherScatterMode.FILL_OR_DROP)
+  if np.issubdtype(dt, np.integer):  # 250 + 9 wraps in uint8
+    ints = np.array([[3, 250, 7, 1], [0, 250, 9, 4], [5, 6, 7, 8], [1, 1, 1, 1], [2, 2, 2, 2]])
+    check(fn, ints.astype(dt), i, np.array([[9], [9], [100], [3], [250]]).astype(dt))
+    return
+  check_signed_zeros(fn, x.astype(dt), i, u.astype(dt))
+  # [B, T, V] logits and [B, T] labels: two batching dims, the label axis last.
+  logits = values(dt, (2, 3, 7), 11)
+  labels = np.array([[0, 6, 3], [7, -1, 2]], np.int32)
+  check(jax.grad(lambda a, j: jnp.sum(jnp.take_along_axis(a, j[..., None], axis=-1,
+                                                          mode="fill") ** 2)), logits, labels)
+
+
 @pytest.mark.parametrize("k", [0, 3, 7, -1])
 def test_static_take_and_its_transpose(k):
   # jnp.take with a static index gathers at a constant start (a static slice, gather.cc,
