@@ -61,8 +61,15 @@ def integers(bits, x):
   f = (a >> 9).astype(jnp.float32) * (1.0 / 8388608.0) - 0.5
   return jnp.where(f > 0.25, f * x + 1.0, -f), (a | 1).astype(jnp.int32) % 7
 
+def bias_corrections(count, b):  # optax's 1 - b ** t over an integer step count
+  t = (count + 1).astype(jnp.float32)
+  return 1.0 - 0.9 ** t, 1.0 - 0.999 ** t, t ** b, (-b) ** t
+
+steps = np.arange(-40, 152, dtype=np.int32).reshape(2, 96)
+
 out = {}
 for f, args in [(transcendental, (x, y, z)), (adam, (w1, gw, w1 * 0.5, w1 * w1)),
+                (bias_corrections, (steps, x[:2] * 3.0)),
                 (mlp_grads, (w1, w2, x, lab)), (random_draws, (jax.random.key(7),)),
                 (integers, (bits, x))]:
   g = jax.jit(f)
@@ -97,10 +104,14 @@ def test_fused_kernels_keep_the_unfused_bits(tmp_path, on_mlx_cuda):
     assert plain[k].dtype == fused[k].dtype, k
     differ = np.count_nonzero(plain[k].view(np.uint8) != fused[k].view(np.uint8))
     assert differ == 0, f"{k}: {differ} bytes differ"
-  for program in ("jit_transcendental", "jit_adam", "jit_mlp_grads", "jit_integers"):
+  for program in ("jit_transcendental", "jit_adam", "jit_mlp_grads", "jit_integers",
+                  "jit_bias_corrections"):
     assert fused_kernels(fused_counts[program]) >= 1, (program, fused_counts[program])
     assert sum(fused_counts[program].values()) < sum(plain_counts[program].values()), program
   # The adam update (products and sums together) is one kernel: nothing of it is left unfused.
   assert fused_kernels(fused_counts["jit_adam"]) == 1, fused_counts["jit_adam"]
   for op in ("Multiply", "Add", "Subtract", "Divide", "Sqrt"):
     assert fused_counts["jit_adam"][op] == 0, fused_counts["jit_adam"]
+  # Powers (pow is MLX's device library code) share kernels with what they read and feed.
+  for op in ("Power", "Subtract", "AsType"):
+    assert fused_counts["jit_bias_corrections"][op] == 0, fused_counts["jit_bias_corrections"]

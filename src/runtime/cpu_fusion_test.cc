@@ -228,6 +228,24 @@ TEST_F(CpuFusion, EdgeValuesKeepTheirBits) {
   EXPECT_EQ(c.chains, 1);
 }
 
+TEST_F(CpuFusion, PowersJoinChainsWithTheirEdgeValues) {
+  // Adam's bias corrections, 1 - b ** t with t an integer step count made a float: one kernel
+  // with the conversion, the power and the subtract; pow's edge cases keep MLX's bits.
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  mx::array b({0.9f, 0.999f, -2.0f, -0.0f, 0.0f, inf, -inf, nan, 1.0f, -1.0f}, {10});
+  mx::array t({1, 7, 3, -3, 0, -2, 5, 0, 100000, 2147483647}, {10});
+  Case c = run([&] {
+    return std::vector<mx::array>{
+        mx::subtract(mx::array(1.0f), mx::power(b, mx::astype(t, mx::float32))),
+        mx::power(mx::astype(t, mx::float32), mx::multiply(b, mx::array(0.5f)))};
+  });
+  for (size_t i = 0; i < c.plain.size(); ++i) EXPECT_TRUE(same_bits(c.plain[i], c.fused[i])) << i;
+  EXPECT_EQ(c.chains, 2);
+  EXPECT_EQ(c.census["FusedElementwise"], 2);
+  EXPECT_EQ(c.census.count("Power"), 0u);
+}
+
 TEST_F(CpuFusion, IntegerAndBoolChainsWrapAndCompareExactly) {
   mx::array a({INT32_MAX, INT32_MIN, -7, 0, 5, 123456789}, {6});
   mx::array b({1, -1, 3, 0, -5, 987654321}, {6});

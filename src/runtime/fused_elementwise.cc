@@ -226,6 +226,7 @@ Kernel kernel_for(const FusedInstr& ins) {
     case FusedOp::kDivide: return floats<Binary, d::Divide>(k);
     case FusedOp::kMaximum: return numbers<Binary, d::Maximum>(k);
     case FusedOp::kMinimum: return numbers<Binary, d::Minimum>(k);
+    case FusedOp::kPower: return floats<Binary, d::Power>(k);
     case FusedOp::kLogicalAnd: return k == Kind::kBool ? &bool_bytes<0> : nullptr;
     case FusedOp::kLogicalOr: return k == Kind::kBool ? &bool_bytes<1> : nullptr;
     case FusedOp::kBitwiseAnd: return bits<Binary, d::BitwiseAnd>(k);
@@ -465,6 +466,7 @@ const char* fused_op_name(FusedOp op) {
     case FusedOp::kMultiply: return "Multiply";
     case FusedOp::kDivide: return "Divide";
     case FusedOp::kMaximum: return "Maximum";
+    case FusedOp::kPower: return "Power";
     case FusedOp::kMinimum: return "Minimum";
     case FusedOp::kLogicalAnd: return "LogicalAnd";
     case FusedOp::kLogicalOr: return "LogicalOr";
@@ -514,6 +516,7 @@ bool FusedProgram::supports(FusedOp op, mx::Dtype arg, mx::Dtype out) {
     // only where those run one element at a time too (x86-64; Accelerate/NEON builds run them
     // over 8-wide vectors, which need not round alike).
     case FusedOp::kExp: case FusedOp::kLog: case FusedOp::kTanh: case FusedOp::kSigmoid:
+    case FusedOp::kPower:
       return a == Kind::kF32 && o == Kind::kF32 && mx::simd::max_size<float> == 1;
     case FusedOp::kLogicalAnd: case FusedOp::kLogicalOr: case FusedOp::kLogicalNot:
       return a == Kind::kBool && o == Kind::kBool;

@@ -27,7 +27,7 @@ namespace jaxmlx::runtime {
 // Operations a fused program can hold, named after the MLX primitives they replace.
 enum class FusedOp : uint8_t {
   // same dtype in and out
-  kAdd, kSubtract, kMultiply, kDivide, kMaximum, kMinimum,
+  kAdd, kSubtract, kMultiply, kDivide, kMaximum, kMinimum, kPower,
   kLogicalAnd, kLogicalOr, kBitwiseAnd, kBitwiseOr, kBitwiseXor, kLeftShift, kRightShift,
   kNegative, kAbs, kSqrt, kRsqrt, kExp, kLog, kTanh, kSigmoid, kSquare, kLogicalNot,
   // operand dtype in, bool out

@@ -59,7 +59,7 @@ bool supports(FusedOp op, mx::Dtype arg, mx::Dtype out) {
   switch (op) {
     case FusedOp::kView: case FusedOp::kFma: return false;  // no MLX kernel op (Fma: the CPU's)
     case FusedOp::kDivide: case FusedOp::kSqrt: case FusedOp::kRsqrt: case FusedOp::kExp:
-    case FusedOp::kLog: case FusedOp::kTanh: case FusedOp::kSigmoid:
+    case FusedOp::kLog: case FusedOp::kTanh: case FusedOp::kSigmoid: case FusedOp::kPower:
       return arg == mx::float32 && out == mx::float32;
     case FusedOp::kAdd: case FusedOp::kSubtract: case FusedOp::kMultiply:
     case FusedOp::kMaximum: case FusedOp::kMinimum: case FusedOp::kSquare:
@@ -103,8 +103,8 @@ bool named(const mx::array& a, std::initializer_list<std::string_view> names) {
 // A float op whose device code may add its operand without rounding the operand first: a GPU
 // compiler fuses that add with a multiply feeding it (an FMA rounds once where the separate
 // kernels round twice). Under kSplit: MLX's add, subtract and negation. Under kRounded the
-// adds and subtracts are rounded instructions, but MLX's functors for exp, log, tanh, sigmoid
-// and rsqrt are device library code, and a negation folds into whatever add reads it.
+// adds and subtracts are rounded instructions, but MLX's functors for exp, log, tanh, sigmoid,
+// rsqrt and pow are device library code, and a negation folds into whatever add reads it.
 bool sums(FusedArithmetic arithmetic, const mx::array& a) {
   if (a.dtype() != mx::float32) return false;
   if (arithmetic == FusedArithmetic::kSplit) return named(a, {"Add", "Subtract", "Negative"});

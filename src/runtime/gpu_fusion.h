@@ -6,8 +6,8 @@
 // (1-4 ULP away from jax's CPU backend; jax.random's samplers stop being bit-exact). Here every
 // result keeps the unfused bits: on CUDA a kernel computes f32 adds, subtracts, products and
 // squares with our rounded functors (rounded_ops.h), which no compiler contracts, so products
-// and sums share kernels; what MLX's device library computes (exp, log, tanh, sigmoid, rsqrt)
-// and negations never read another of those in one kernel. On Metal (kSplit) a chain never
+// and sums share kernels; what MLX's device library computes (exp, log, tanh, sigmoid, rsqrt,
+// pow) and negations never read another of those in one kernel. On Metal (kSplit) a chain never
 // holds an add, a subtract or a negation of a value that may end in a multiply (a product, a
 // square, an exp...): that value goes through memory, as unfused. Only f32/i32/u32/bool
 // arithmetic, comparisons, selects and conversions are fused (runtime/elementwise_chains.h says

@@ -242,6 +242,21 @@ TEST_F(GpuFusion, RoundedKernelsKeepLibraryFunctionsApart) {
     EXPECT_EQ(c.census.count(gone), 0u) << gone;
 }
 
+TEST_F(GpuFusion, RoundedKernelsTakeAdamsBiasCorrections) {
+  // 1 - b1 ** t and 1 - b2 ** t over a float step count: the conversion, both powers and both
+  // subtracts are two kernels, not five (pow is library code; the rounded subtracts read it):
+  // each result's chain, one of them also converting the count.
+  mx::array t({3}, {1}), b1({0.9f}, {1}), b2({0.999f}, {1});
+  Case c = run([&] {
+    mx::array tf = mx::astype(t, mx::float32);
+    return std::vector<mx::array>{mx::subtract(mx::array(1.0f), mx::power(b1, tf)),
+                                  mx::subtract(mx::array(1.0f), mx::power(b2, tf))};
+  }, FusedArithmetic::kRounded);
+  EXPECT_EQ(c.census["Compiled"], 2);
+  for (const char* gone : {"Power", "Subtract", "AsType"})
+    EXPECT_EQ(c.census.count(gone), 0u) << gone;
+}
+
 TEST_F(GpuFusion, RoundedKernelsOverIntegerInputsAndIntegerOnlyChains) {
   // The definitions element reads the kernel's first input, whatever its dtype; a chain with no
   // f32 arithmetic has none.
