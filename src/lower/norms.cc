@@ -1,8 +1,8 @@
 // Lowering rules: jaxmlx.layer_norm and jaxmlx.rms_norm, jax's norm chains over the last dim (f32;
 // RMS norms of bf16/f16 computed in f32 too) as recognized by passes/norms.h, and their input
 // gradients jaxmlx.layer_norm_dx / jaxmlx.rms_norm_dx (passes/norm_grads.h; see both for the
-// semantics kept): MLX's fused normalization kernels and their VJPs (on the CPU MLX composes
-// them from primitives).
+// semantics kept): MLX's fused normalization kernels and their VJPs, which centre x themselves
+// (two-pass) on Metal and CUDA (on the CPU MLX composes them from primitives).
 #include <cstring>
 #include <optional>
 
@@ -40,24 +40,13 @@ StatusOr<float> norm_epsilon(LowerContext& ctx, const ir::Op& op, const Values& 
   return f;
 }
 
-// x less jax's mean (the sum divided by N), over the last dim. MLX's Metal kernels compute the
-// variance in one pass (E[x^2] - E[x]^2), which for centred values is the two-pass variance jax
-// computes to rounding, and otherwise loses digits when the mean dwarfs the spread. A layer norm
-// and its gradient are the same for x and x less any row constant.
-mx::array centred_rows(const mx::array& x) {
-  mx::array mean = mx::divide(mx::sum(x, -1, /*keepdims=*/true),
-                              mx::array(static_cast<float>(x.shape(-1))));
-  return mx::subtract(x, mean);
-}
-
 StatusOr<Values> lower_layer_norm(LowerContext& ctx, const ir::Op& op, const Values& in) {
   const bool has_scale = op.get_bool("has_scale"), has_bias = op.get_bool("has_bias");
   ASSIGN_OR_RETURN(float eps, norm_epsilon(ctx, op, in, 1 + has_scale + has_bias));
-  mx::array centred = centred_rows(in[0]);
   std::optional<mx::array> scale, bias;
   if (has_scale) scale = in[1];
   if (has_bias) bias = in[has_scale ? 2 : 1];
-  return Values{mx::fast::layer_norm(centred, scale, bias, eps)};
+  return Values{mx::fast::layer_norm(in[0], scale, bias, eps)};
 }
 
 StatusOr<Values> lower_rms_norm(LowerContext& ctx, const ir::Op& op, const Values& in) {
@@ -87,8 +76,7 @@ StatusOr<Values> lower_norm_dx(LowerContext& ctx, const ir::Op& op, const Values
     return std::vector<mx::array>{layer ? mx::fast::layer_norm(x[0], std::nullopt, std::nullopt, e)
                                         : mx::fast::rms_norm(x[0], std::nullopt, e)};
   };
-  mx::array x = layer ? centred_rows(in[0]) : in[0];
-  return Values{mx::vjp(norm, {x}, {in[1]}).second[0]};
+  return Values{mx::vjp(norm, {in[0]}, {in[1]}).second[0]};
 }
 
 StatusOr<Values> lower_layer_norm_dx(LowerContext& ctx, const ir::Op& op, const Values& in) {

@@ -26,8 +26,8 @@
 // the forward ops stay (the result of the norm still needs them, and the forward recognizer then
 // sees them read only by the forward chain: run this pass, then drop the dead ops, then norms.h).
 //
-// Semantics: the same gradient, computed as MLX's kernels compute it (the centred values from
-// jax's mean, then one-pass statistics); results within f32's few-ULP tolerance of XLA's on
+// Semantics: the same gradient, computed as MLX's kernels compute it (the row's mean, then the
+// statistics of x less it, in one kernel); results within f32's few-ULP tolerance of XLA's on
 // ordinary rows (closer to the exact gradient than jax's own order on the rows tried: a pre-norm
 // block's parameter gradients within 7e-7 of float64's where jax's CPU backend is within 7e-6).
 // A row whose squares overflow f32 (|x| above ~1.8e19) differs: jax's gradient is 0 there

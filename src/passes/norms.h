@@ -28,9 +28,9 @@
 // is flax's fast variance (E[x^2] - E[x]^2, another computation).
 //
 // Semantics: the layer norm is the two-pass one (the variance of the centred values), as jax
-// computes it. MLX's kernels differ in rounding only: the lowering centres x with jax's mean
-// first, so MLX's one-pass kernel variance (E[c^2] - E[c]^2 of centred c) is the two-pass one to
-// rounding; MLX multiplies by 1/N where jax divides. Results within f32's few-ULP tolerance.
+// computes it, and so are MLX's kernels and their VJPs on Metal and CUDA (since MLX 0.26.2: the
+// mean, then the mean of the squares of x less it, in one kernel). They differ in rounding only
+// (sums in another order, a product by the reciprocal): results within f32's few-ULP tolerance.
 //
 // Why: a layer norm is ~17 primitives (two reductions, five broadcasts), each one kernel launch
 // on a GPU, where MLX's layer_norm / rms_norm are one kernel; a transformer runs two per layer.
