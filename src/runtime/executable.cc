@@ -134,14 +134,20 @@ GraphMode graph_mode(const DeviceWorker& worker) {
 
 // What rewrites a replayed graph's elementwise chains: our CPU fusion (JAXMLX_CPU_FUSION, on by
 // default), or on a GPU MLX's Compiled kernels without contracted multiply-adds
-// (JAXMLX_GPU_FUSION, on by default on CUDA). kFused leaves fusion to MLX.
+// (JAXMLX_GPU_FUSION, on by default on CUDA). kFused leaves fusion to MLX. JAXMLX_GPU_FUSION=1 on
+// MLX's CPU applies CUDA's rewrite there (kernels built by the host compiler, seconds each): the
+// chains a CUDA run would fuse, counted or checked on a machine without a GPU.
 using ChainFuser = int (*)(std::vector<mx::array>&);
 
 int fuse_on_gpu(std::vector<mx::array>& outputs) { return fuse_gpu_elementwise(outputs); }
+int fuse_as_on_gpu(std::vector<mx::array>& outputs) {
+  return fuse_gpu_elementwise(outputs, mx::Device::cpu, FusedArithmetic::kRounded);
+}
 
 ChainFuser chain_fuser(GraphMode mode, bool gpu) {
   if (mode != GraphMode::kReplay) return nullptr;
   if (gpu) return gpu_fusion_enabled() ? &fuse_on_gpu : nullptr;
+  if (gpu_fusion_forced()) return &fuse_as_on_gpu;
   return cpu_fusion_enabled() ? &fuse_cpu_elementwise : nullptr;
 }
 

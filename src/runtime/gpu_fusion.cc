@@ -24,6 +24,11 @@ bool gpu_fusion_enabled() {
   return lower::on_cuda_gpu();
 }
 
+bool gpu_fusion_forced() {
+  const char* v = std::getenv("JAXMLX_GPU_FUSION");
+  return v != nullptr && std::string_view(v) == "1";
+}
+
 namespace {
 
 // MLX's Compiled primitive, told apart by its whole kernel: MLX compares Compiled primitives by

@@ -36,6 +36,10 @@ enum class FusedArithmetic {
 
 // JAXMLX_GPU_FUSION (default: on with MLX's CUDA backend).
 bool gpu_fusion_enabled();
+// JAXMLX_GPU_FUSION=1, set explicitly: on MLX's CPU too, the CUDA rewrite runs there instead of
+// the CPU fusion (its kernels built by the host compiler), to see a CUDA run's chains without a
+// GPU; read when a program is compiled.
+bool gpu_fusion_forced();
 
 // Rewrites the graph behind `outputs` (a trace's outputs, not evaluated): each chain of
 // `device`'s elementwise primitives becomes one mx::Compiled array (several results where the
