@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "lower/shape_util.h"
 #include "lower/util.h"
 #include "mlx/ops.h"
 
@@ -49,11 +50,17 @@ inline int batch_pos(int64_t d, int64_t index_vector_dim) {
 }
 
 // Component k of every index vector; shape = batch shape, the indices' dtype. Views (a slice
-// and a squeeze), where a take would be a gather kernel.
+// and a squeeze), where a take would be a gather kernel. A one-component vector is the indices
+// reshaped (shape_util::reshape_view: jax's index vectors are often its own reshape of an index
+// array of the batch shape, which is then used as it is).
 inline mx::array index_component(const mx::array& indices, int64_t index_vector_dim, int k) {
   if (index_vector_dim >= static_cast<int64_t>(indices.ndim())) return indices;
   const int v = static_cast<int>(index_vector_dim);
-  if (indices.shape(v) == 1) return mx::squeeze(indices, v);
+  if (indices.shape(v) == 1) {
+    mx::Shape batch = indices.shape();
+    batch.erase(batch.begin() + v);
+    return shape_util::reshape_view(indices, batch);
+  }
   mx::Shape start(indices.ndim(), 0), stop = indices.shape();
   start[v] = k;
   stop[v] = k + 1;

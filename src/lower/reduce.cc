@@ -239,7 +239,7 @@ StatusOr<Values> lower_reduce(LowerContext& ctx, const ir::Op& op, const Values&
   if (count == 1) {
     Values res;
     for (size_t i = 0; i < n; ++i)
-      res.push_back(mx::reshape(xs[i], storage_shape(result_type(op, i))));
+      res.push_back(reshape_view(xs[i], storage_shape(result_type(op, i))));
     return res;
   }
   if (n == 1 && is_native(t.dtype) && !axes.empty()) {
