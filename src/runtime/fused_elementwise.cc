@@ -466,8 +466,8 @@ const char* fused_op_name(FusedOp op) {
     case FusedOp::kMultiply: return "Multiply";
     case FusedOp::kDivide: return "Divide";
     case FusedOp::kMaximum: return "Maximum";
-    case FusedOp::kPower: return "Power";
     case FusedOp::kMinimum: return "Minimum";
+    case FusedOp::kPower: return "Power";
     case FusedOp::kLogicalAnd: return "LogicalAnd";
     case FusedOp::kLogicalOr: return "LogicalOr";
     case FusedOp::kBitwiseAnd: return "BitwiseAnd";

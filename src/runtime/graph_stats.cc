@@ -4,13 +4,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <unordered_set>
 #include <utility>
-
-#include <fstream>
-#include <sstream>
 
 #include "mlx/graph_utils.h"
 #include "mlx/primitives.h"
@@ -29,6 +28,11 @@ const char* env_path(const char* var) {
 
 const char* stats_path() {
   static const char* path = env_path("JAXMLX_GRAPH_STATS");
+  return path;
+}
+
+const char* dot_path() {
+  static const char* path = env_path("JAXMLX_GRAPH_DOT");
   return path;
 }
 
@@ -95,7 +99,7 @@ void record_graph_stats(std::string_view program, const std::vector<mx::array>& 
     for (const auto& [name, n] : by_name) line += " " + name + "=" + std::to_string(n);
     append_line(path, line + "\n");
   }
-  if (const char* dot = env_path("JAXMLX_GRAPH_DOT")) {
+  if (const char* dot = dot_path()) {
     // Each array named by a serial number, its dtype and its shape: "a12 float32[128,10]".
     mx::NodeNamer namer;
     int serial = 0;
