@@ -385,3 +385,30 @@ def test_threefry_and_exact_fma_are_one_kernel_each_on_cuda(tmp_path, on_mlx_cud
     assert c["LeftShift"] == 0 and c["BitwiseAnd"] <= 1, (name, c)
     assert sum(c.values()) < sum(off[name].values()) / 3, (name, c, off[name])
   assert all(c["CustomKernel"] == 0 for c in off.values()), off
+
+
+DOT_CHILD = r"""
+import jax, jax.numpy as jnp, numpy as np
+f = jax.jit(lambda x, y: jnp.sin(x) * 2.0 + y.sum(0))
+x, y = jax.device_put((np.ones((3, 4), np.float32), np.ones((5, 4), np.float32)),
+                      jax.devices("mlx")[0])
+for _ in range(2):
+  np.asarray(f(x, y))
+"""
+
+
+def test_graph_dot_names_each_arrays_dtype_and_shape(tmp_path):
+  # JAXMLX_GRAPH_DOT: the last run's graph as Graphviz, each array named by a serial number,
+  # its dtype and its shape, each primitive a rectangle.
+  dot = tmp_path / "g.dot"
+  env = dict(os.environ, JAXMLX_GRAPH_DOT=str(dot), JAXMLX_COMPILE="replay",
+             JAXMLX_CPU_FUSION="0")
+  r = subprocess.run([sys.executable, "-c", DOT_CHILD], capture_output=True, text=True,
+                     env=env, timeout=300)
+  assert r.returncode == 0, r.stderr[-3000:]
+  text = dot.read_text()
+  assert text.startswith("digraph"), text[:200]
+  for label in ("Sin", "Sum", "Multiply", "Add"):
+    assert f'label ="{label}"' in text, (label, text)
+  for shape in ("float32[3,4]", "float32[5,4]", "float32[1,4]"):
+    assert shape in text, (shape, text)
