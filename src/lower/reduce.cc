@@ -42,21 +42,29 @@ std::optional<ir::OpKind> match_binary_body(const ir::Region& region) {
 
 bool is_half_float(mx::Dtype dt) { return dt == mx::float16 || dt == mx::bfloat16; }
 
+// Keys that order f32 (int32 keys) or f16/bf16 (int16) values totally: a float's bits as they
+// are when its sign is clear, its magnitude bits flipped when set (-0 -> -1 below +0 -> 0, -inf
+// lowest), and every NaN the largest key (`nan_high`) or the smallest.
+mx::array total_order_keys(const mx::array& x, bool nan_high) {
+  const mx::Dtype kt = x.dtype() == mx::float32 ? mx::int32 : mx::int16;
+  const int64_t hi = kt == mx::int32 ? INT32_MAX : INT16_MAX;
+  const mx::array bits = mx::view(x, kt);
+  const mx::array flipped = mx::where(mx::less(bits, int_scalar(0, kt)),
+                                      mx::bitwise_xor(bits, int_scalar(hi, kt)), bits);
+  return mx::where(mx::isnan(x), int_scalar(nan_high ? hi : -hi - 1, kt), flipped);
+}
+
 // f32 max (or min) over `axes`, with IEEE-754 maximum's signed zeros as XLA has them: +0 > -0,
 // and NaN winning. MLX's float max returns whichever zero it met first, so the reduction runs on
-// int32 keys that order the floats totally instead: a float's bits as they are when its sign is
-// clear, its magnitude bits flipped when set (-0 -> -1 below +0 -> 0, -inf lowest), and every NaN
-// the extreme key, so that it wins. One pass over `x` (a max of the floats and another of their
-// bits took two). The NaN that comes out is the quiet one, 0x7FC00000.
+// total_order_keys instead, every NaN the extreme key, so that it wins. One pass over `x` (a max
+// of the floats and another of their bits took two). The NaN that comes out is the quiet one,
+// 0x7FC00000.
 mx::array signed_zero_extreme(const mx::array& x, const std::vector<int>& axes, bool is_max) {
   const mx::Dtype i32 = mx::int32;
   const mx::array flip = int_scalar(INT32_MAX, i32);
-  const mx::array bits = mx::view(x, i32);
-  const mx::array nan = mx::greater(mx::bitwise_and(bits, flip), int_scalar(0x7F800000, i32));
   const mx::array nan_key = int_scalar(is_max ? INT32_MAX : INT32_MIN, i32);
   const mx::array zero = int_scalar(0, i32);
-  mx::array key = mx::where(nan, nan_key,
-                            mx::where(mx::less(bits, zero), mx::bitwise_xor(bits, flip), bits));
+  mx::array key = total_order_keys(x, is_max);
   key = is_max ? mx::max(key, axes) : mx::min(key, axes);
   mx::array out = mx::where(mx::less(key, zero), mx::bitwise_xor(key, flip), key);
   out = mx::where(mx::equal(key, nan_key), int_scalar(0x7FC00000, i32), out);
@@ -268,6 +276,16 @@ StatusOr<Values> lower_reduce(LowerContext& ctx, const ir::Op& op, const Values&
   return res;
 }
 
+// Keys that order f32/f16/bf16 values as jax's argmax / argmin compares them, for one MLX
+// argmax / argmin: total_order_keys with +0 and -0 one key (jax finds them equal: the first of
+// them is the extreme) and every NaN the key that wins (the first NaN is jax's result).
+// Elementwise, so a GPU fuses it into one kernel ahead of the arg-reduction, where a separate
+// NaN search (isnan, any, an argmax of bools, a select) was three kernels more.
+mx::array argminmax_keys(const mx::array& x, bool is_max) {
+  const mx::array keys = total_order_keys(x, is_max);
+  return mx::where(mx::equal(x, mx::zeros({}, x.dtype())), mx::zeros({}, keys.dtype()), keys);
+}
+
 // jax's argmax / argmin reduce, recognized by passes/argminmax.cc: the index of the first NaN if
 // any, else the first index of the extreme (MLX's argmax / argmin pick the first on every
 // backend); the value is the element at that index.
@@ -285,8 +303,11 @@ StatusOr<Values> lower_argminmax(LowerContext& ctx, const ir::Op& op, const Valu
   const mx::array& x = in[0];
   // Bools order false < true as uint8 (MLX's bool ordering is not something to rely on).
   mx::array keys = x.dtype() == mx::bool_ ? mx::astype(x, mx::uint8) : x;
+  const bool float_keys =
+      x.dtype() == mx::float32 || x.dtype() == mx::float16 || x.dtype() == mx::bfloat16;
+  if (float_keys) keys = argminmax_keys(x, is_max);
   mx::array idx = is_max ? mx::argmax(keys, axis) : mx::argmin(keys, axis);
-  if (ir::is_float(t.dtype)) {
+  if (ir::is_float(t.dtype) && !float_keys) {
     mx::array nan = mx::isnan(x);
     idx = mx::where(mx::any(nan, axis), mx::argmax(nan, axis), idx);
   }

@@ -209,6 +209,21 @@ def test_argmax_nan_wins(axis, recognizers):
   check(lambda a: (jnp.argmax(a, axis=axis), jnp.argmin(a, axis=axis)), x)
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float16, jnp.bfloat16],
+                         ids=ids([np.float32, np.float16, jnp.bfloat16]))
+def test_argmax_signed_zero_ties_and_nans(dt, recognizers):
+  # The recognized argmax orders integer keys (lower/reduce.cc, argminmax_keys): -0 and +0 are
+  # one key (the first zero is the extreme, as jax compares them equal), a NaN of either sign
+  # wins both ways, -inf and +inf and the values next to zero keep their order (f16's smallest
+  # subnormal; f32's smallest normal for f32 and bf16, whose denormals jax's CPU flushes).
+  tiny = np.finfo(np.float16).smallest_subnormal if dt == np.float16 else np.finfo(np.float32).tiny
+  x = np.array([[-0.0, 0.0, -1.0, -0.0], [0.0, -0.0, 1.0, 0.0], [-0.0, -0.0, -0.0, 0.0],
+                [-np.inf, np.inf, -np.nan, np.inf], [tiny, -tiny, 0.0, -0.0],
+                [-3.0, -3.0, -np.inf, np.nan]], np.float32).astype(dt)
+  check(lambda a: (jnp.argmax(a, axis=1), jnp.argmin(a, axis=1), jnp.argmax(a, axis=0),
+                   jnp.argmin(a, axis=0), jnp.max(a, axis=1)), x)
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 7, 8, 9, 33, 1000])
 def test_argmax_lengths(n):
   x = rand(np.float32, (n,), n)
