@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <optional>
 
@@ -311,9 +312,13 @@ StatusOr<Values> lower_argminmax(LowerContext& ctx, const ir::Op& op, const Valu
     mx::array nan = mx::isnan(x);
     idx = mx::where(mx::any(nan, axis), mx::argmax(nan, axis), idx);
   }
-  if (n == 1) return Values{mx::astype(idx, *index_dt)};
+  // MLX's indices are uint32; below 2^31 their int32 bits are the same (a view, not a kernel).
+  const bool same_bits = idx.dtype() == mx::uint32 && *index_dt == mx::int32 &&
+                         t.dims[axis] <= std::numeric_limits<int32_t>::max();
+  mx::array index = same_bits ? mx::view(idx, mx::int32) : mx::astype(idx, *index_dt);
+  if (n == 1) return Values{index};
   mx::array value = mx::squeeze(mx::take_along_axis(x, mx::expand_dims(idx, axis), axis), axis);
-  return Values{value, mx::astype(idx, *index_dt)};
+  return Values{value, index};
 }
 
 }  // namespace
