@@ -304,8 +304,7 @@ StatusOr<Values> lower_argminmax(LowerContext& ctx, const ir::Op& op, const Valu
   const mx::array& x = in[0];
   // Bools order false < true as uint8 (MLX's bool ordering is not something to rely on).
   mx::array keys = x.dtype() == mx::bool_ ? mx::astype(x, mx::uint8) : x;
-  const bool float_keys =
-      x.dtype() == mx::float32 || x.dtype() == mx::float16 || x.dtype() == mx::bfloat16;
+  const bool float_keys = x.dtype() == mx::float32 || is_half_float(x.dtype());
   if (float_keys) keys = argminmax_keys(x, is_max);
   mx::array idx = is_max ? mx::argmax(keys, axis) : mx::argmin(keys, axis);
   if (ir::is_float(t.dtype) && !float_keys) {
