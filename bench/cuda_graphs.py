@@ -84,6 +84,14 @@ def short(name: str) -> str:
   return m.group(1) + (f" {op.group(1)}" if op else "")
 
 
+def by_short_name(kernels: dict[str, int]) -> collections.Counter:
+  """Kernel counts keyed by short(name): kernels that differ only past it are summed."""
+  out: collections.Counter = collections.Counter()
+  for k, v in kernels.items():
+    out[short(k)] += v
+  return out
+
+
 def main() -> int:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
   ap.add_argument("--only", action="append", default=[], help="case name (repeatable)")
@@ -112,12 +120,7 @@ def main() -> int:
     for key in ("commits", "children", "child_kernels"):
       print(f"- {key}: {res['ours'][key] / res['ours']['units']:.1f} / "
             f"{res['native'][key] / res['native']['units']:.1f}")
-    o = collections.Counter({short(k): 0 for k in res["ours"]["kernels"]})
-    n = collections.Counter({short(k): 0 for k in res["native"]["kernels"]})
-    for k, v in res["ours"]["kernels"].items():
-      o[short(k)] += v
-    for k, v in res["native"]["kernels"].items():
-      n[short(k)] += v
+    o, n = by_short_name(res["ours"]["kernels"]), by_short_name(res["native"]["kernels"])
     uo, un = res["ours"]["units"], res["native"]["units"]
     print(f"- kernels of MLX's own: {sum(o.values()) / uo:.1f} / {sum(n.values()) / un:.1f}")
     print("| kernel | ours | native |\n|---|---:|---:|")

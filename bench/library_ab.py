@@ -32,21 +32,14 @@ def child(name: str, size: str, windows: int, steps: int) -> None:
   os.environ.setdefault("JAX_PLATFORMS", "cpu,mlx")
   import common
   import jax
+  from env_ab import time_windows
   case = next(common.selected_cases([name], common.Size(size)))
-  progs = {"ours": case.make_jax(jax.devices("mlx")[0]), "native": case.make_mlx()}
-  for prog in progs.values():
+  progs = [("ours", case.make_jax(jax.devices("mlx")[0])), ("native", case.make_mlx())]
+  for _, prog in progs:
     for _ in range(8):
       prog.sync(prog.call())
-  medians: dict[str, list[float]] = {k: [] for k in progs}
-  for _ in range(windows):
-    for k, prog in progs.items():
-      times = []
-      for _ in range(steps):
-        t0 = time.perf_counter()
-        prog.sync(prog.call())
-        times.append(time.perf_counter() - t0)
-      medians[k].append(statistics.median(times) * 1e6)
-  print(json.dumps({k: statistics.median(v) / case.per_call for k, v in medians.items()}),
+  medians = time_windows(progs, steps, windows)
+  print(json.dumps({k: statistics.median(v) * 1e6 / case.per_call for k, v in medians.items()}),
         flush=True)
 
 
