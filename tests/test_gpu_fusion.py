@@ -23,7 +23,7 @@ import pytest
 from tests.stats_log import last_run_counts
 
 CHILD = r"""
-import sys
+import os, sys
 import jax, jax.numpy as jnp, numpy as np
 mlx = jax.devices("mlx")[0]
 rng = np.random.default_rng(0)
@@ -68,11 +68,20 @@ def bias_corrections(count, b):  # optax's 1 - b ** t over an integer step count
 
 steps = np.arange(-40, 152, dtype=np.int32).reshape(2, 96)
 
+def logsumexp_grad(a, ct):  # jax's own op chain (compiled with the recognizers off, below)
+  v, f = jax.vjp(lambda a: jax.nn.logsumexp(a, axis=0), a)
+  return v, f(ct)[0]
+
+rows = f32(3, 5, 7) * 4.0
+rows[:, 1, :] = -np.inf
+
 out = {}
 for f, args in [(transcendental, (x, y, z)), (adam, (w1, gw, w1 * 0.5, w1 * w1)),
                 (bias_corrections, (steps, x[:2] * 3.0)),
                 (mlp_grads, (w1, w2, x, lab)), (random_draws, (jax.random.key(7),)),
-                (integers, (bits, x))]:
+                (integers, (bits, x)), (logsumexp_grad, (rows, f32(5, 7)))]:
+  if f is logsumexp_grad:
+    os.environ["JAXMLX_RECOGNIZE"] = "0"
   g = jax.jit(f)
   for _ in range(2):  # the first call traces, the second replays
     res = jax.tree_util.tree_leaves(g(*jax.device_put(args, mlx)))
@@ -107,7 +116,7 @@ def test_fused_kernels_keep_the_unfused_bits(tmp_path):
     differ = np.count_nonzero(plain[k].view(np.uint8) != fused[k].view(np.uint8))
     assert differ == 0, f"{k}: {differ} bytes differ"
   for program in ("jit_transcendental", "jit_adam", "jit_mlp_grads", "jit_integers",
-                  "jit_bias_corrections"):
+                  "jit_bias_corrections", "jit_logsumexp_grad"):
     assert fused_kernels(fused_counts[program]) >= 1, (program, fused_counts[program])
     assert sum(fused_counts[program].values()) < sum(plain_counts[program].values()), program
   # The adam update (products and sums together) is one kernel: nothing of it is left unfused.

@@ -403,11 +403,16 @@ class Fuser {
       tape_.push_back(a);
       done_.push_back(true);
     }
+    // Their reads of each other are uses too (the fused array reading a reshape the target put
+    // before an input): closes_cycle walks through them.
     for (const mx::array& a : made_nodes)
       for (int s = 0; s < static_cast<int>(a.inputs().size()); ++s)
-        if (input_ids.count(a.inputs()[s].id()))
-          uses_[a.inputs()[s].id()].push_back({index_.at(a.id()), s});
-    for (size_t r = 0; r < results.size(); ++r) uses_[(*made)[r].id()] = std::move(readers[r]);
+        if (const std::uintptr_t id = a.inputs()[s].id(); input_ids.count(id) || seen.count(id))
+          uses_[id].push_back({index_.at(a.id()), s});
+    for (size_t r = 0; r < results.size(); ++r) {
+      std::vector<Use>& u = uses_[(*made)[r].id()];
+      u.insert(u.end(), readers[r].begin(), readers[r].end());
+    }
     for (int m : members) done_[m] = true;
     return 1;
   }

@@ -182,6 +182,27 @@ TEST_F(GpuFusion, InputsWithMoreLeadingOnesAreReshapedForTheKernel) {
   EXPECT_EQ(c.census["Sum"], 1);
 }
 
+TEST_F(GpuFusion, AChainReadThroughAnotherChainsInputReshapeClosesNoCycle) {
+  // jax's log-sum-exp and its gradient, reduced to its wiring: `m` (the row max, made finite)
+  // feeds a keepdims sum outside any chain; the gradient's chain reads that sum through the
+  // reshape the kernel gets (one more leading dim) and its `abs` is read by `log(.) + m`. Fusing
+  // `m` into that last chain too would make it read its own result through the sum: the walk
+  // that refuses such a chain must pass through the reshape the first fusion made.
+  // (kRounded: the sum `log(.) + m` may share a kernel with both its operands, as on CUDA.)
+  mx::array x = normal({5, 7}, 21), w = normal({3, 5, 7}, 22);
+  Case c = run([&] {
+    mx::array m = mx::multiply(mx::add(x, mx::array(1.0f)), mx::array(2.0f));
+    mx::array s = mx::sum(mx::multiply(mx::broadcast_to(m, {3, 5, 7}), w), 0, true);
+    mx::array a = mx::abs(mx::reshape(s, {5, 7}));
+    mx::array grad = mx::divide(mx::array(1.0f), mx::add(a, mx::array(1.0f)));
+    return std::vector<mx::array>{mx::add(mx::log(a), m), grad};
+  }, FusedArithmetic::kRounded);
+  // `m`, the gradient, and `log(.) + m` reading `m` from memory.
+  EXPECT_EQ(c.census["Compiled"], 3);
+  for (const char* gone : {"Add", "Log", "Abs", "Divide"}) EXPECT_EQ(c.census.count(gone), 0u) << gone;
+  EXPECT_EQ(c.census["Sum"], 1);
+}
+
 // kRounded: the rounded functors let products and sums share a kernel.
 
 // The library names of the Compiled primitives kRounded fusion makes of the graph.
