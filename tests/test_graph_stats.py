@@ -412,3 +412,33 @@ def test_graph_dot_names_each_arrays_dtype_and_shape(tmp_path):
     assert f'label ="{label}"' in text, (label, text)
   for shape in ("float32[3,4]", "float32[5,4]", "float32[1,4]"):
     assert shape in text, (shape, text)
+
+
+HOST_TIMES_CHILD = r"""
+import jax, jax.numpy as jnp, numpy as np
+f = jax.jit(lambda x: jnp.sin(x) * 2.0 + 1.0)
+x = jax.device_put(np.ones((8, 8), np.float32), jax.devices("mlx")[0])
+for _ in range(130):
+  x = f(x)
+x.block_until_ready()
+"""
+
+
+def test_host_times_count_and_time_each_phase(tmp_path):
+  # JAXMLX_HOST_TIMES: each time a phase has been timed 64 times, a line of every phase's count
+  # and mean µs; the runtime's part of an Execute is nested in it, the graph's build and issue
+  # in the run (made on this thread or the worker's).
+  log = tmp_path / "times.txt"
+  env = dict(os.environ, JAXMLX_HOST_TIMES=str(log))
+  r = subprocess.run([sys.executable, "-c", HOST_TIMES_CHILD], capture_output=True, text=True,
+                     env=env, timeout=300)
+  assert r.returncode == 0, r.stderr[-3000:]
+  lines = log.read_text().splitlines()
+  assert lines and all(line.startswith("host_times ") for line in lines), lines
+  last = {k: v.split(":") for k, v in (kv.split("=") for kv in lines[-1].split()[1:])}
+  assert set(last) == {"execute", "runtime", "run", "issue"}, lines[-1]
+  calls = {k: int(v[0]) for k, v in last.items()}
+  mean = {k: float(v[1]) for k, v in last.items()}
+  assert calls["execute"] == calls["runtime"] == 130, lines[-1]
+  assert calls["run"] >= 128 and calls["issue"] >= 128, lines[-1]
+  assert mean["execute"] >= mean["runtime"] >= 0 and mean["run"] > 0 and mean["issue"] > 0, lines

@@ -13,6 +13,7 @@
 #include "pjrt/objects.h"
 #include "pjrt/op_log.h"
 #include "runtime/executable.h"
+#include "runtime/graph_stats.h"
 #include "vhlo/read.h"
 
 namespace jaxmlx::pjrt {
@@ -460,6 +461,7 @@ PJRT_Error* LoadedExecutable_IsDeleted(PJRT_LoadedExecutable_IsDeleted_Args* arg
 }
 
 PJRT_Error* LoadedExecutable_Execute(PJRT_LoadedExecutable_Execute_Args* args) {
+  runtime::HostTimer timer(runtime::HostPhase::kExecute);  // JAXMLX_HOST_TIMES
   return guarded(args, [&] { return execute(args); });
 }
 

@@ -647,6 +647,7 @@ Status ExecutableImpl::trial() {
 void ExecutableImpl::execute(std::vector<std::shared_ptr<Buffer>> inputs,
                              std::vector<std::shared_ptr<Buffer>> outputs, Event done,
                              std::vector<bool> donated) {
+  HostTimer timer(HostPhase::kRuntime);  // JAXMLX_HOST_TIMES
   auto self = shared_from_this();
   // Python waits at exit for queued runs that will call into it.
   auto pending = calls_host_ ? std::make_shared<lower::PendingHostCallbackRun>() : nullptr;
@@ -673,7 +674,9 @@ void ExecutableImpl::execute(std::vector<std::shared_ptr<Buffer>> inputs,
         args.push_back(std::move(a));
       }
       fault::on_run();  // JAXMLX_FAULT=execute:N / alloc:N (base/fault_injection.h)
+      std::optional<HostTimer> run_timer(HostPhase::kRun);  // JAXMLX_HOST_TIMES
       ASSIGN_OR_RETURN(Values outs, self->run(args));
+      run_timer.reset();
       // A run of a few primitives made on the calling thread is waited for there (one GPU
       // round trip, no hand-off to the completion thread and back); on the worker it never is.
       const bool async = self->async_completion_ &&
@@ -688,7 +691,7 @@ void ExecutableImpl::execute(std::vector<std::shared_ptr<Buffer>> inputs,
                               " outputs for " + std::to_string(outputs.size()) + " buffers");
       for (size_t i = 0; i < outs.size(); ++i)
         if (self->entry_->result_types[i]->is_token()) outs[i] = mx::zeros({0}, mx::bool_);
-      if (async && self->finish_async(outs, outputs, done)) {
+      if (HostTimer issue(HostPhase::kIssue); async && self->finish_async(outs, outputs, done)) {
         signalled = true;
         return Status();
       }

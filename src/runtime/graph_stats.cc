@@ -1,6 +1,7 @@
 #include "runtime/graph_stats.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -173,6 +174,45 @@ void profile_graph(std::string_view program, const std::vector<mx::array>& outpu
     line += " " + name + buf;
   }
   append_line(path, line + "\n");
+}
+
+namespace {
+
+const char* host_times_path() {
+  static const char* path = env_path("JAXMLX_HOST_TIMES");
+  return path;
+}
+
+constexpr size_t kPhases = static_cast<size_t>(HostPhase::kCount);
+std::atomic<uint64_t> phase_ns[kPhases];
+std::atomic<uint64_t> phase_calls[kPhases];
+
+}  // namespace
+
+HostTimer::HostTimer(HostPhase phase) : phase_(phase), on_(host_times_path() != nullptr) {
+  if (on_) start_ = std::chrono::steady_clock::now();
+}
+
+HostTimer::~HostTimer() {
+  if (!on_) return;
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now() - start_).count();
+  const size_t p = static_cast<size_t>(phase_);
+  phase_ns[p].fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
+  const uint64_t n = phase_calls[p].fetch_add(1, std::memory_order_relaxed) + 1;
+  if (n % 64 != 0) return;
+  static const char* kNames[kPhases] = {"execute", "runtime", "run", "issue"};
+  std::string line = "host_times";
+  for (size_t i = 0; i < kPhases; ++i) {
+    const uint64_t calls = phase_calls[i].load(std::memory_order_relaxed);
+    const uint64_t t = phase_ns[i].load(std::memory_order_relaxed);
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " %s=%llu:%.1f", kNames[i],
+                  static_cast<unsigned long long>(calls),
+                  calls == 0 ? 0.0 : static_cast<double>(t) / 1e3 / static_cast<double>(calls));
+    line += buf;
+  }
+  append_line(host_times_path(), line + "\n");
 }
 
 }  // namespace jaxmlx::runtime

@@ -8,6 +8,7 @@
 // or interpreted is (record_region_stats).
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <string_view>
@@ -47,5 +48,31 @@ void record_region_stats(std::string_view program, bool replayed, std::string_vi
 // host work, its kernel and the wait; a wait per primitive serializes what MLX would overlap,
 // so the sum exceeds a normal run, and no two primitives fuse. `bench/profile.py` sums the lines.
 void profile_graph(std::string_view program, const std::vector<mlx::core::array>& outputs);
+
+// Host time by phase, with JAXMLX_HOST_TIMES=<file> (no-op without): a HostTimer adds the wall
+// time of its scope to its phase, on whichever thread it runs (a run is made on jax's calling
+// thread on CUDA, often on MLX's CPU too, else on the device worker). Each time a phase has
+// been timed a multiple of 64 times, one line of running totals is appended, each phase's count
+// and mean in µs: "host_times execute=128:601.1 runtime=128:583.3 run=128:89.0 issue=128:556.0".
+// A step's time outside `execute` is jax's and Python's.
+enum class HostPhase {
+  kExecute,    // PJRT_LoadedExecutable_Execute, whole
+  kRuntime,    // of which the runtime's part: the run, made here or handed to the worker
+  kRun,        // of which building the run's MLX graph (trace, replay or interpretation)
+  kIssue,      // and handing it to MLX (async_eval: its primitives' host work, kernel launches)
+  kCount
+};
+class HostTimer {
+ public:
+  explicit HostTimer(HostPhase phase);
+  ~HostTimer();
+  HostTimer(const HostTimer&) = delete;
+  HostTimer& operator=(const HostTimer&) = delete;
+
+ private:
+  HostPhase phase_;
+  bool on_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 }  // namespace jaxmlx::runtime
