@@ -208,7 +208,21 @@ StatusOr<mx::array> Buffer::array_on_worker() const {
   if (!st.ok()) return st;
   std::lock_guard<std::mutex> lock(mu_);
   if (!array_) return failed_precondition("buffer has been deleted or donated");
+  settle(*array_);
   return *array_;
+}
+
+// MLX's async_eval attaches its evaluation's event to every array it evaluates, and a later
+// evaluation reading one asks that event whether it has signalled (on CUDA a cuEventQuery per
+// such input per run: 20 per mlp training step on the H200). A buffer whose ready event is set
+// (after the run's kernels, by its completion) knows the answer: the array is marked available
+// here, as is_available() does once the device says so. Worker-side only, as every other use of
+// an array's event and status.
+void Buffer::settle(const mx::array& a) const {
+  if (a.status() == mx::array::Status::evaluated && ready_.is_ready()) {
+    a.attach_event(mx::Event{});  // detach_event() without its error check (not exported)
+    a.set_status(mx::array::Status::available);
+  }
 }
 
 StatusOr<mx::array> Buffer::take_array_on_worker() {
@@ -217,6 +231,7 @@ StatusOr<mx::array> Buffer::take_array_on_worker() {
   std::optional<mx::array> taken;
   std::lock_guard<std::mutex> lock(mu_);
   if (!array_) return failed_precondition("buffer has been deleted or donated");
+  settle(*array_);
   if (host_reads_ > 0) return *array_;  // pinned until the copy is done
   taken.swap(array_);
   return std::move(*taken);

@@ -93,6 +93,7 @@ class Buffer : public std::enable_shared_from_this<Buffer> {
   bool copy_if_dense(void* dst, size_t bytes, const std::vector<int64_t>& strides) const;
   void copy_on_worker(void* dst, size_t bytes, std::vector<int64_t> byte_strides, Event done);
   void end_host_read();
+  void settle(const mlx::core::array& a) const;  // marks a completed run's array available
   void release_array();  // on the worker: drops the array, or defers that to the last host read
 
   DeviceWorker& worker_;

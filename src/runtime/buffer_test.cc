@@ -1,5 +1,6 @@
 #include "runtime/buffer.h"
 
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -65,6 +66,30 @@ TEST(BufferTest, DeletedBufferRefusesReads) {
   auto ev = (*b)->to_host(&out, 4, {});
   ASSERT_FALSE(ev.ok());
   EXPECT_NE(ev.status().message().find("deleted"), std::string::npos);
+}
+
+TEST(BufferTest, ACompletedRunsArrayIsHandedOnAvailable) {
+  // async_eval leaves its evaluation's event on every array it evaluates; once the buffer's
+  // ready event says the run is complete (and not before), the next run is given the array
+  // marked available, without the event (whose query is a device call on CUDA).
+  namespace mx = mlx::core;
+  DeviceWorker worker;
+  auto b = Buffer::pending(worker, 11, {4}, f32());
+  mx::array a = mx::exp(mx::array({1.f, 2.f, 3.f, 4.f}));
+  mx::array sibling = mx::sin(mx::array(1.f));  // evaluated with it: the same event
+  mx::async_eval({a, sibling});
+  b->store_array(a);
+  sibling.wait();  // the evaluation is done; `a` still holds the event
+  auto before = b->array_on_worker();
+  ASSERT_TRUE(before.ok());
+  EXPECT_EQ(before->status(), mx::array::Status::evaluated);
+  EXPECT_TRUE(before->event().valid());
+  b->ready().set();  // what the run's completion does once its kernels are done
+  auto after = b->array_on_worker();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->status(), mx::array::Status::available);
+  EXPECT_FALSE(after->event().valid());
+  EXPECT_FLOAT_EQ(after->data<float>()[3], std::exp(4.f));
 }
 
 TEST(BufferTest, TooSmallDestinationIsAnError) {
