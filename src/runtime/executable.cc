@@ -691,11 +691,14 @@ void ExecutableImpl::execute(std::vector<std::shared_ptr<Buffer>> inputs,
                               " outputs for " + std::to_string(outputs.size()) + " buffers");
       for (size_t i = 0; i < outs.size(); ++i)
         if (self->entry_->result_types[i]->is_token()) outs[i] = mx::zeros({0}, mx::bool_);
-      if (HostTimer issue(HostPhase::kIssue); async && self->finish_async(outs, outputs, done)) {
-        signalled = true;
-        return Status();
+      {
+        HostTimer issue(HostPhase::kIssue);  // JAXMLX_HOST_TIMES
+        if (async && self->finish_async(outs, outputs, done)) {
+          signalled = true;
+          return Status();
+        }
+        mx::eval(outs);
       }
-      mx::eval(outs);
       for (size_t i = 0; i < outs.size(); ++i) outputs[i]->set_array(outs[i]);
       return Status();
     });

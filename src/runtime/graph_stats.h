@@ -59,7 +59,8 @@ enum class HostPhase {
   kExecute,    // PJRT_LoadedExecutable_Execute, whole
   kRuntime,    // of which the runtime's part: the run, made here or handed to the worker
   kRun,        // of which building the run's MLX graph (trace, replay or interpretation)
-  kIssue,      // and handing it to MLX (async_eval: its primitives' host work, kernel launches)
+  kIssue,      // and handing it to MLX (async_eval: its primitives' host work, kernel launches;
+               // a synchronous run's eval waits for its kernels too)
   kCount
 };
 class HostTimer {
