@@ -51,8 +51,10 @@ def parse_args(argv=None):
                  help="result file (default bench/results/<host>-<date>.json)")
   p.add_argument("--markdown", type=pathlib.Path, default=None,
                  help="write the table here (default: BENCHMARKS.md on a full default run only)")
-  p.add_argument("--from-json", type=pathlib.Path, default=None,
-                 help="run nothing: re-render the table and chart of an earlier result file")
+  p.add_argument("--from-json", type=pathlib.Path, action="append", default=None,
+                 help="run nothing: re-render the table and chart of an earlier result file; "
+                      "repeated, one table of the files' cases (runs split by --only, e.g. "
+                      "across a device's per-call time limit; --json names the merged file)")
   p.add_argument("--device-columns", action="store_true",
                  help="add jax's own GPU backend as a column when jax has one")
   p.add_argument("--compile-column", action="store_true",
@@ -239,8 +241,12 @@ def main(argv=None) -> int:
                      scale=args.scale)
 
   if args.from_json:
-    report = json.loads(args.from_json.read_text())
-    return write_outputs(report, args.from_json, args.markdown)
+    report = merged_reports([json.loads(p.read_text()) for p in args.from_json])
+    path = args.from_json[0]
+    if len(args.from_json) > 1:
+      path = args.json or path.with_name(path.stem + "-merged.json")
+      path.write_text(json.dumps(report, indent=1) + "\n")
+    return write_outputs(report, path, args.markdown)
 
   import workloads
   devices = column_devices(args)
@@ -274,6 +280,30 @@ def main(argv=None) -> int:
   if md is None and size.level != "quick" and not args.only and args.scale == 1.0:
     md = ROOT / "BENCHMARKS.md"
   return write_outputs(report, path, md)
+
+
+def merged_reports(reports: list[dict]) -> dict:
+  """One report of several runs' cases (in the workloads' order, a later run's case replacing an
+  earlier one of the same name); the first run's settings and environment, the runs' summed
+  wall time. Runs with other columns or sizes are refused: their rows would not compare."""
+  first = reports[0]
+  for r in reports[1:]:
+    if r["columns"] != first["columns"] or r["size"] != first["size"] or r["reps"] != first["reps"]:
+      raise SystemExit("--from-json: the runs differ in columns, size or repetitions")
+  import workloads
+  order = {name: i for i, name in enumerate(workloads.ALL)}
+  by_name: dict[str, dict] = {}
+  for r in reports:
+    for res in r["results"]:
+      by_name[res["name"]] = res
+  workload = lambda name: next((w for w in workloads.ALL if name.startswith(w)), name)  # noqa: E731
+  merged = dict(first)
+  merged["results"] = sorted(by_name.values(),
+                             key=lambda res: order.get(workload(res["name"]), len(order)))
+  merged["wall_s"] = round(sum(r["wall_s"] for r in reports), 1)
+  if len(reports) > 1:
+    merged["args"] = dict(first["args"], only=None)
+  return merged
 
 
 def write_outputs(report: dict, path: pathlib.Path, md: pathlib.Path | None) -> int:
