@@ -1,6 +1,7 @@
 #include "runtime/elementwise_chains.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -429,7 +430,37 @@ class Fuser {
 }  // namespace
 
 int fuse_elementwise_chains(std::vector<mx::array>& outputs, const FusionTarget& target) {
-  return Fuser(outputs, target).run();
+  const int fused = Fuser(outputs, target).run();
+  if (fused > 0 && !graph_is_acyclic(outputs))
+    throw std::logic_error("[jaxmlx fusion] the fused graph reads its own result (a bug: please "
+                           "report it); this program runs without a traced graph");
+  return fused;
+}
+
+bool graph_is_acyclic(const std::vector<mx::array>& outputs) {
+  std::unordered_map<std::uintptr_t, bool> open;  // id -> still on the walk's path
+  std::vector<std::pair<mx::array, size_t>> stack;
+  for (const mx::array& o : outputs) {
+    if (open.count(o.id())) continue;
+    open[o.id()] = true;
+    stack.emplace_back(o, 0);
+    while (!stack.empty()) {
+      auto& [a, next] = stack.back();
+      if (next == a.inputs().size()) {
+        open[a.id()] = false;
+        stack.pop_back();
+        continue;
+      }
+      const mx::array in = a.inputs()[next++];
+      if (auto it = open.find(in.id()); it != open.end()) {
+        if (it->second) return false;
+        continue;
+      }
+      open[in.id()] = true;
+      stack.emplace_back(in, 0);
+    }
+  }
+  return true;
 }
 
 }  // namespace jaxmlx::runtime

@@ -53,7 +53,12 @@ struct FusionTarget {
 
 // Rewrites the graph behind `outputs` (a trace's outputs, not evaluated): each chain of `target`'s
 // device becomes the array target.make returns; `outputs` entries that were a chain's last op are
-// replaced too. Returns how many chains it fused.
+// replaced too. Returns how many chains it fused. Throws std::logic_error if the rewritten graph
+// reads its own result (a fusion bug: MLX's recursive walks would overflow the stack on it); the
+// trace that called it then fails, and the program runs without a traced graph (executable.cc).
 int fuse_elementwise_chains(std::vector<mlx::core::array>& outputs, const FusionTarget& target);
+
+// Whether the graph behind `outputs` has no cycle: an iterative walk, any depth.
+bool graph_is_acyclic(const std::vector<mlx::core::array>& outputs);
 
 }  // namespace jaxmlx::runtime

@@ -18,6 +18,7 @@
 #include "mlx/compile.h"
 #include "mlx/mlx.h"
 #include "mlx/primitives.h"
+#include "runtime/elementwise_chains.h"
 #include "runtime/fusion_test_util.h"
 #include "runtime/graph_stats.h"
 
@@ -201,6 +202,20 @@ TEST_F(GpuFusion, AChainReadThroughAnotherChainsInputReshapeClosesNoCycle) {
   EXPECT_EQ(c.census["Compiled"], 3);
   for (const char* gone : {"Add", "Log", "Abs", "Divide"}) EXPECT_EQ(c.census.count(gone), 0u) << gone;
   EXPECT_EQ(c.census["Sum"], 1);
+}
+
+TEST_F(GpuFusion, ACycleIsFoundAtAnyDepth) {
+  // What fuse_elementwise_chains checks its result with (and throws on): a graph that reads its
+  // own result, found by an iterative walk however deep the graph.
+  mx::array x = normal({3}, 23);
+  mx::array first = mx::add(x, mx::array(1.0f));
+  mx::array last = first;
+  for (int i = 0; i < 100000; ++i) last = mx::multiply(last, mx::array(1.0f));
+  EXPECT_TRUE(graph_is_acyclic({last}));
+  first.inputs()[0] = last;  // `first` now reads the end of the chain it starts
+  EXPECT_FALSE(graph_is_acyclic({last}));
+  first.inputs()[0] = x;  // undone: the arrays can be freed
+  EXPECT_TRUE(graph_is_acyclic({last, first}));
 }
 
 // kRounded: the rounded functors let products and sums share a kernel.
