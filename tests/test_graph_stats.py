@@ -79,15 +79,21 @@ for f, args in [(label_pick_grad, (x, lab)), (weight_grad, (x, g)),
 """
 
 
+def run_child(code: str, env: dict[str, str], timeout: int = 300) -> None:
+  """Runs `code` in a child Python with `env` (the variables are read when programs compile
+  and when the plugin starts); the child must succeed."""
+  r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                     timeout=timeout)
+  assert r.returncode == 0, r.stderr[-3000:]
+
+
 def graph_stats(tmp_path, mode: str) -> dict[str, collections.Counter]:
   """Program name -> primitive counts of its last run, from a child process."""
   log = tmp_path / "stats.log"
   # Without the CPU's elementwise fusion (tests/ops/test_cpu_fusion.py), which would fold these
   # primitives into one: here the lowering's own primitives are counted.
   env = dict(os.environ, JAXMLX_GRAPH_STATS=str(log), JAXMLX_COMPILE=mode, JAXMLX_CPU_FUSION="0")
-  r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env,
-                     timeout=300)
-  assert r.returncode == 0, r.stderr[-3000:]
+  run_child(CHILD, env)
   return last_run_counts(log)
 
 
@@ -190,9 +196,7 @@ def test_splat_constants_are_scalars_of_fused_kernels(tmp_path):
   log = tmp_path / "stats.log"
   # JAXMLX_UNROLL=0: the loops stay loops, whose bodies are replayed graphs of their own.
   env = dict(os.environ, JAXMLX_GRAPH_STATS=str(log), JAXMLX_COMPILE="1", JAXMLX_UNROLL="0")
-  r = subprocess.run([sys.executable, "-c", FUSED_CHILD], capture_output=True, text=True,
-                     env=env, timeout=300)
-  assert r.returncode == 0, r.stderr[-3000:]
+  run_child(FUSED_CHILD, env)
   lines = log.read_text().splitlines()
   runs = [ln.split() for ln in lines if ln.startswith("run jit__lambda ")]
   assert runs and all(run[3:] == ["CompiledBroadcastMultiplyBroadcastAdd=1"] for run in runs), runs
@@ -254,9 +258,7 @@ def test_profile_evaluates_one_primitive_at_a_time(tmp_path, mode):
   # values stay right and each line's total is the sum of its primitives' times.
   log = tmp_path / "profile.log"
   env = dict(os.environ, JAXMLX_PROFILE=str(log), JAXMLX_COMPILE=mode)
-  r = subprocess.run([sys.executable, "-c", PROFILED], capture_output=True, text=True, env=env,
-                     timeout=300)
-  assert r.returncode == 0, r.stderr[-3000:]
+  run_child(PROFILED, env)
   runs = [ln.split() for ln in log.read_text().splitlines() if " jit_step " in ln]
   assert len(runs) == 3, log.read_text()
   for _, _, total, *kvs in runs:
@@ -316,9 +318,7 @@ def test_loop_bodies_with_our_own_calls_are_replayed(tmp_path, mode):
   # JAXMLX_UNROLL=0: these counted loops stay loops (unrolled, they would be no region at all).
   env = dict(os.environ, JAXMLX_GRAPH_STATS=str(log), JAXMLX_COMPILE=mode,
              JAXMLX_FAST_KERNELS="1", JAXMLX_UNROLL="0")
-  r = subprocess.run([sys.executable, "-c", LOOPS], capture_output=True, text=True, env=env,
-                     timeout=600)
-  assert r.returncode == 0, r.stderr[-3000:]
+  run_child(LOOPS, env, timeout=600)
   regions = collections.defaultdict(list)
   for line in log.read_text().splitlines():
     if line.startswith("region "):
@@ -348,9 +348,7 @@ for f in (dropout_mask, split_fold, batched_normal):
 def threefry_counts(log, **env) -> dict[str, collections.Counter]:
   """Program name -> primitive counts of its last run of THREEFRY, in a child with `env`."""
   env = dict(os.environ, JAXMLX_GRAPH_STATS=str(log), **env)
-  r = subprocess.run([sys.executable, "-c", THREEFRY], capture_output=True, text=True, env=env,
-                     timeout=300)
-  assert r.returncode == 0, r.stderr[-3000:]
+  run_child(THREEFRY, env)
   return last_run_counts(log)
 
 
@@ -403,9 +401,7 @@ def test_graph_dot_names_each_arrays_dtype_and_shape(tmp_path):
   dot = tmp_path / "g.dot"
   env = dict(os.environ, JAXMLX_GRAPH_DOT=str(dot), JAXMLX_COMPILE="replay",
              JAXMLX_CPU_FUSION="0")
-  r = subprocess.run([sys.executable, "-c", DOT_CHILD], capture_output=True, text=True,
-                     env=env, timeout=300)
-  assert r.returncode == 0, r.stderr[-3000:]
+  run_child(DOT_CHILD, env)
   text = dot.read_text()
   assert text.startswith("digraph"), text[:200]
   for label in ("Sin", "Sum", "Multiply", "Add"):
@@ -429,10 +425,7 @@ def test_host_times_count_and_time_each_phase(tmp_path):
   # and mean µs; the runtime's part of an Execute is nested in it, the graph's build and issue
   # in the run (made on this thread or the worker's).
   log = tmp_path / "times.txt"
-  env = dict(os.environ, JAXMLX_HOST_TIMES=str(log))
-  r = subprocess.run([sys.executable, "-c", HOST_TIMES_CHILD], capture_output=True, text=True,
-                     env=env, timeout=300)
-  assert r.returncode == 0, r.stderr[-3000:]
+  run_child(HOST_TIMES_CHILD, dict(os.environ, JAXMLX_HOST_TIMES=str(log)))
   lines = log.read_text().splitlines()
   assert lines and all(line.startswith("host_times ") for line in lines), lines
   last = {k: v.split(":") for k, v in (kv.split("=") for kv in lines[-1].split()[1:])}
