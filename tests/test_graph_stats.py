@@ -421,8 +421,8 @@ x.block_until_ready()
 
 
 def test_host_times_count_and_time_each_phase(tmp_path):
-  # JAXMLX_HOST_TIMES: each time a phase has been timed 64 times, a line of every phase's count
-  # and mean µs; the runtime's part of an Execute is nested in it, the graph's build and issue
+  # JAXMLX_HOST_TIMES: each time a phase has been timed 64 times, a line of every phase's count,
+  # mean µs and mean µs of its last 64 timings; the runtime's part of an Execute is nested in it, the graph's build and issue
   # in the run (made on this thread or the worker's). Lines come from whichever thread a phase
   # ends on, so each phase is read from the line its own 128th timing wrote.
   log = tmp_path / "times.txt"
@@ -435,5 +435,8 @@ def test_host_times_count_and_time_each_phase(tmp_path):
   own = {k: max((p[k] for p in parsed), key=lambda v: int(v[0])) for k in parsed[0]}
   calls = {k: int(v[0]) for k, v in own.items()}
   mean = {k: float(v[1]) for k, v in own.items()}
+  recent = {k: float(v[2]) for k, v in own.items()}
   assert calls == dict.fromkeys(calls, 128), lines
   assert mean["execute"] >= mean["runtime"] >= 0 and mean["run"] > 0 and mean["issue"] > 0, lines
+  # The first build of the graph (the program's trace) is in the whole mean only.
+  assert all(recent[k] > 0 for k in recent) and recent["run"] < mean["run"], lines

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <unordered_set>
@@ -184,8 +185,12 @@ const char* host_times_path() {
 }
 
 constexpr size_t kPhases = static_cast<size_t>(HostPhase::kCount);
+constexpr uint64_t kWindow = 64;  // timings of a phase per line, and per recent mean
 std::atomic<uint64_t> phase_ns[kPhases];
 std::atomic<uint64_t> phase_calls[kPhases];
+std::mutex window_mu;                // guards the two below (taken once per kWindow timings)
+uint64_t window_start_ns[kPhases];   // phase_ns when the phase's last window ended
+double recent_us[kPhases];           // mean of the phase's last complete window
 
 }  // namespace
 
@@ -198,19 +203,27 @@ HostTimer::~HostTimer() {
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now() - start_).count();
   const size_t p = static_cast<size_t>(phase_);
-  phase_ns[p].fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
-  const uint64_t n = phase_calls[p].fetch_add(1, std::memory_order_relaxed) + 1;
-  if (n % 64 != 0) return;
+  const uint64_t total = phase_ns[p].fetch_add(static_cast<uint64_t>(ns)) + ns;
+  const uint64_t n = phase_calls[p].fetch_add(1) + 1;
+  if (n % kWindow != 0) return;
   static const char* kNames[kPhases] = {"execute", "runtime", "run", "issue"};
   std::string line = "host_times";
-  for (size_t i = 0; i < kPhases; ++i) {
-    const uint64_t calls = phase_calls[i].load(std::memory_order_relaxed);
-    const uint64_t t = phase_ns[i].load(std::memory_order_relaxed);
-    char buf[96];
-    std::snprintf(buf, sizeof buf, " %s=%llu:%.1f", kNames[i],
-                  static_cast<unsigned long long>(calls),
-                  calls == 0 ? 0.0 : static_cast<double>(t) / 1e3 / static_cast<double>(calls));
-    line += buf;
+  {
+    // The whole-run mean carries a program's first runs (its build, NVRTC's kernel builds on
+    // CUDA: seconds); the recent one is the steady state.
+    std::lock_guard<std::mutex> lock(window_mu);
+    recent_us[p] = static_cast<double>(total - window_start_ns[p]) / 1e3 / kWindow;
+    window_start_ns[p] = total;
+    for (size_t i = 0; i < kPhases; ++i) {
+      const uint64_t calls = phase_calls[i].load();
+      const uint64_t t = phase_ns[i].load();
+      char buf[128];
+      std::snprintf(buf, sizeof buf, " %s=%llu:%.1f:%.1f", kNames[i],
+                    static_cast<unsigned long long>(calls),
+                    calls == 0 ? 0.0 : static_cast<double>(t) / 1e3 / static_cast<double>(calls),
+                    recent_us[i]);
+      line += buf;
+    }
   }
   append_line(host_times_path(), line + "\n");
 }

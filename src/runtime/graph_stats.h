@@ -52,8 +52,9 @@ void profile_graph(std::string_view program, const std::vector<mlx::core::array>
 // Host time by phase, with JAXMLX_HOST_TIMES=<file> (no-op without): a HostTimer adds the wall
 // time of its scope to its phase, on whichever thread it runs (a run is made on jax's calling
 // thread on CUDA, often on MLX's CPU too, else on the device worker). Each time a phase has
-// been timed a multiple of 64 times, one line of running totals is appended, each phase's count
-// and mean in µs: "host_times execute=128:601.1 runtime=128:583.3 run=128:89.0 issue=128:556.0".
+// been timed a multiple of 64 times, one line is appended, each phase's count, mean µs over all
+// its timings and mean µs over its last 64 (0 before its 64th): "host_times
+// execute=128:601.1:560.2 runtime=128:583.3:541.0 run=128:89.0:80.3 issue=128:556.0:470.9".
 // A step's time outside `execute` is jax's and Python's.
 enum class HostPhase {
   kExecute,    // PJRT_LoadedExecutable_Execute, whole
