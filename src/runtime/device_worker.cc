@@ -1,5 +1,6 @@
 #include "runtime/device_worker.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 
@@ -84,6 +85,10 @@ DeviceWorker::DeviceWorker() {
   apply_metal_settings();
   const char* lend = std::getenv("JAXMLX_CALLER_RUNS");
   lend_ = lend == nullptr || std::string_view(lend) != "0";
+  if (const char* spin = std::getenv("JAXMLX_WORKER_SPIN_US")) {
+    long us = std::strtol(spin, nullptr, 10);
+    queue_->spin = std::chrono::microseconds(std::clamp(us, 0L, 1000000L));
+  }
   thread_ = Thread(size_t{64} << 20, [queue = queue_] { loop(queue); });
   thread_id_ = thread_.get_id();
   Status st = run_sync([this] { return init_device(); });
@@ -95,6 +100,7 @@ DeviceWorker::~DeviceWorker() {
     std::lock_guard<std::mutex> lock(queue_->mu);
     queue_->stopping = true;
   }
+  queue_->posted.fetch_add(1, std::memory_order_release);  // ends a poll
   queue_->cv.notify_all();
   if (!thread_.joinable()) return;
   // The last owner may be a task running on the worker itself (an in-flight execution holding
@@ -195,7 +201,10 @@ void DeviceWorker::enqueue(std::function<void()> task, bool lazy) {
   {
     std::lock_guard<std::mutex> lock(queue_->mu);
     queue_->tasks.push_back(Task{std::move(task), lazy});
-    if (!lazy) ++queue_->urgent;
+    if (!lazy) {
+      ++queue_->urgent;
+      queue_->posted.fetch_add(1, std::memory_order_release);
+    }
     wake = !lazy || queue_->deep_sleep;
   }
   if (wake) queue_->cv.notify_one();
@@ -222,10 +231,23 @@ void DeviceWorker::loop(std::shared_ptr<Queue> queue) {
   DeferEventCallbacks defer;  // jaxlib's callbacks never run here (event.h)
   Queue& q = *queue;
   std::unique_lock<std::mutex> lock(q.mu);
+  bool spun = false;  // polled already in this idle spell (JAXMLX_WORKER_SPIN_US)
   for (;;) {
     if (q.borrowed) {
       // Another thread runs a task in the worker's place: it wakes us if work came meanwhile.
       q.cv.wait(lock, [&] { return !q.borrowed; });
+      continue;
+    }
+    if (q.urgent == 0 && !q.stopping && q.spin.count() > 0 && !spun) {
+      // Poll before sleeping (JAXMLX_WORKER_SPIN_US): once per idle spell.
+      spun = true;
+      const uint64_t seen = q.posted.load(std::memory_order_acquire);
+      const auto until = std::chrono::steady_clock::now() + q.spin;
+      lock.unlock();
+      while (q.posted.load(std::memory_order_acquire) == seen &&
+             std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
+      lock.lock();
       continue;
     }
     if (q.urgent == 0 && !q.stopping) {
@@ -247,7 +269,10 @@ void DeviceWorker::loop(std::shared_ptr<Queue> queue) {
     }
     Task task = std::move(q.tasks.front());
     q.tasks.pop_front();
-    if (!task.lazy) --q.urgent;
+    if (!task.lazy) {
+      --q.urgent;
+      spun = false;  // a new idle spell may poll again
+    }
     q.running = true;
     lock.unlock();
     task.fn();

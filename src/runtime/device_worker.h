@@ -6,7 +6,10 @@
 // Thread-safe. Owned by the client; destruction drains the queue and joins the thread.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -37,6 +40,9 @@ class DeviceWorker {
   static std::shared_ptr<DeviceWorker> shared();
 
   // Starts the thread and selects MLX's GPU when it has one, else its CPU.
+  // JAXMLX_WORKER_SPIN_US=N (read here; default 0): after its last task the worker polls for
+  // up to N µs for the next before it sleeps, so that a run posted meanwhile starts at once on
+  // a core whose caches still hold MLX's working set. Costs that core's time while it polls.
   DeviceWorker();
   ~DeviceWorker();
   DeviceWorker(const DeviceWorker&) = delete;
@@ -94,6 +100,10 @@ class DeviceWorker {
     bool running = false;     // the worker is running a task
     bool borrowed = false;    // another thread runs a task in the worker's place
     bool stopping = false;
+    // JAXMLX_WORKER_SPIN_US: how long an idle worker polls for the next urgent task before it
+    // sleeps; `posted` counts urgent tasks, for the poll (it reads it without the lock).
+    std::chrono::microseconds spin{0};
+    std::atomic<uint64_t> posted{0};
   };
   void enqueue(std::function<void()> task, bool lazy);
   static void loop(std::shared_ptr<Queue> queue);

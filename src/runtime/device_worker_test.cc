@@ -3,6 +3,7 @@
 #include "runtime/device_worker.h"
 
 #include <pthread.h>
+#include <time.h>
 
 #include <atomic>
 #include <chrono>
@@ -263,6 +264,53 @@ TEST(DeviceWorkerEnvTest, CallerRunsOff) {
   std::function<void()> task = [&] { ++runs; };
   EXPECT_FALSE(worker->run_here_if_idle(task));
   EXPECT_EQ(runs, 0);
+}
+
+// CPU time of the worker's thread so far, read on it.
+std::chrono::nanoseconds worker_cpu_time(DeviceWorker& w) {
+  timespec ts{};
+  EXPECT_TRUE(w.run_sync([&] {
+                 clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+                 return Status();
+               }).ok());
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+// JAXMLX_WORKER_SPIN_US: an idle worker polls for the next task for that long, then sleeps.
+TEST(DeviceWorkerEnvTest, AnIdleWorkerPollsThenSleeps) {
+  setenv("JAXMLX_WORKER_SPIN_US", "40000", 1);  // 40 ms
+  auto worker = std::make_shared<DeviceWorker>();
+  unsetenv("JAXMLX_WORKER_SPIN_US");
+  const auto before = worker_cpu_time(*worker);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const auto spent = worker_cpu_time(*worker) - before;
+  // It polled after the first read (up to 40 ms of its core) and slept the rest of the 400 ms.
+  EXPECT_GE(spent, std::chrono::milliseconds(4));
+  EXPECT_LT(spent, std::chrono::milliseconds(200));
+  // Tasks posted from several threads while it polls all run.
+  std::atomic<int> runs{0};
+  std::vector<std::thread> posters;
+  for (int i = 0; i < 4; ++i)
+    posters.emplace_back([&] {
+      for (int j = 0; j < 50; ++j) {
+        ASSERT_TRUE(worker->run_sync([&] {
+                            ++runs;
+                            return Status();
+                          }).ok());
+      }
+    });
+  for (std::thread& t : posters) t.join();
+  EXPECT_EQ(runs.load(), 200);
+}
+
+TEST(DeviceWorkerEnvTest, APollingWorkerStopsAtOnce) {
+  setenv("JAXMLX_WORKER_SPIN_US", "1000000", 1);  // 1 s, the most it takes
+  auto worker = std::make_shared<DeviceWorker>();
+  unsetenv("JAXMLX_WORKER_SPIN_US");
+  drain(*worker);  // now polling
+  const auto t0 = std::chrono::steady_clock::now();
+  worker.reset();  // joins the thread
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
 }
 
 // Profilers (perf, top -H) and debuggers tell the worker by its name.
