@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "lower/shape_util.h"
+#include "mlx/ops.h"
 #include "mlx/primitives.h"
 
 namespace mx = mlx::core;
@@ -91,6 +92,83 @@ bool mostly_windows(const std::vector<mx::array>& inputs) {
   for (const mx::array& in : inputs)
     windows += in.has_primitive() && std::string_view(in.primitive().name()) == "AsStrided";
   return windows >= kMinWindows && 2 * windows >= inputs.size();
+}
+
+// FusionTarget::sink_into_broadcasts: an instruction `p` read only through Broadcasts, each
+// read only by instructions, is computed again at each broadcast's shape over its operands
+// broadcast there; each broadcast's readers read that copy. Repeated up the graph (p's operands
+// may now be read only through such broadcasts), as long as the target lets each copy share a
+// kernel with its readers and operands.
+void sink_into_broadcasts(std::vector<mx::array>& outputs, const FusionTarget& t) {
+  struct Read {
+    mx::array reader;
+    size_t slot;
+  };
+  std::unordered_map<std::uintptr_t, std::vector<Read>> reads;
+  std::unordered_set<std::uintptr_t> output_ids, seen;
+  std::vector<mx::array> stack, candidates;  // candidates: arrays read through a Broadcast
+  for (const mx::array& o : outputs) {
+    output_ids.insert(o.id());
+    if (o.has_primitive() && seen.insert(o.id()).second) stack.push_back(o);
+  }
+  auto is_broadcast = [](const mx::array& a) {
+    return a.has_primitive() && std::string_view(a.primitive().name()) == "Broadcast";
+  };
+  while (!stack.empty()) {
+    const mx::array a = stack.back();
+    stack.pop_back();
+    if (is_broadcast(a)) candidates.push_back(a.inputs()[0]);
+    for (size_t s = 0; s < a.inputs().size(); ++s) {
+      const mx::array& in = a.inputs()[s];
+      reads[in.id()].push_back({a, s});
+      if (in.has_primitive() && seen.insert(in.id()).second) stack.push_back(in);
+    }
+  }
+  std::unordered_set<std::uintptr_t> sunk_ids;
+  while (!candidates.empty()) {
+    const mx::array p = candidates.back();
+    candidates.pop_back();
+    if (!p.has_primitive() || output_ids.count(p.id()) || sunk_ids.count(p.id()) ||
+        !instruction_of(p, t))
+      continue;
+    const std::vector<Read> through = reads[p.id()];
+    bool fits = !through.empty();
+    for (const Read& via : through) {
+      const mx::array& b = via.reader;
+      fits = fits && is_broadcast(b) && b.siblings().empty() && !output_ids.count(b.id()) &&
+             b.primitive().stream().device == t.device && b.dtype() == p.dtype() &&
+             b.shape() != p.shape() && !reads[b.id()].empty();
+      if (!fits) break;
+      for (const Read& r : reads[b.id()])
+        fits = fits && instruction_of(r.reader, t) && !(t.separate && t.separate(r.reader, p));
+    }
+    for (const mx::array& in : p.inputs()) fits = fits && !(t.separate && t.separate(p, in));
+    if (!fits) continue;
+    sunk_ids.insert(p.id());
+    for (size_t k = 0; k < p.inputs().size(); ++k) {
+      std::vector<Read>& of_input = reads[p.inputs()[k].id()];
+      of_input.erase(std::remove_if(of_input.begin(), of_input.end(),
+                                    [&](const Read& r) { return r.reader.id() == p.id(); }),
+                     of_input.end());
+    }
+    for (const Read& via : through) {
+      const mx::array b = via.reader;
+      const mx::Stream stream = b.primitive().stream();
+      std::vector<mx::array> operands;
+      for (const mx::array& in : p.inputs())
+        operands.push_back(mx::broadcast_to(in, b.shape(), stream));
+      const mx::array copy(b.shape(), p.dtype(), p.primitive_ptr(), operands);
+      std::vector<Read> readers = std::move(reads[b.id()]);
+      reads.erase(b.id());
+      for (Read& r : readers) r.reader.inputs()[r.slot] = copy;
+      reads[copy.id()] = std::move(readers);
+      for (size_t k = 0; k < operands.size(); ++k) {
+        reads[p.inputs()[k].id()].push_back({operands[k], 0});
+        reads[operands[k].id()] = {{copy, k}};
+      }
+    }
+    for (const mx::array& in : p.inputs()) candidates.push_back(in);
+  }
 }
 
 class Fuser {
@@ -430,6 +508,7 @@ class Fuser {
 }  // namespace
 
 int fuse_elementwise_chains(std::vector<mx::array>& outputs, const FusionTarget& target) {
+  if (target.sink_into_broadcasts) sink_into_broadcasts(outputs, target);
   const int fused = Fuser(outputs, target).run();
   if (fused > 0 && !graph_is_acyclic(outputs))
     throw std::logic_error("[jaxmlx fusion] the fused graph reads its own result (a bug: please "

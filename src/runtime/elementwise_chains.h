@@ -49,6 +49,12 @@ struct FusionTarget {
   // At most this many arrays, inputs plus results, per chain (a kernel's argument slots); a
   // chain that needs more is cut from its last op in halves until it fits. 0: no bound.
   size_t max_arrays = 0;
+  // Whether an instruction whose one reader is a Broadcast of its result (a row's mean [n, 1]
+  // broadcast over [n, d]), read only by instructions, is computed at the broadcast's shape
+  // from its operands broadcast there, so that the chain reading it takes it in: one kernel
+  // less where the small op ran alone. Each element computes the same value from the same
+  // operands (the same bits); the op runs once per element of the larger shape.
+  bool sink_into_broadcasts = false;
 };
 
 // Rewrites the graph behind `outputs` (a trace's outputs, not evaluated): each chain of `target`'s

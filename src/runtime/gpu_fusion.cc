@@ -208,6 +208,7 @@ int fuse_gpu_elementwise(std::vector<mx::array>& outputs, mx::Device::DeviceType
   target.max_chain = 256;
   // One op and the views it reads (no-copy primitives here) gain nothing from a kernel build.
   target.min_instructions = 2;
+  target.sink_into_broadcasts = true;  // a row's mean joins the kernel that reads it broadcast
   target.separate = [arithmetic](const auto&... args) { return separate(arithmetic, args...); };
   return fuse_elementwise_chains(outputs, target);
 }

@@ -11,7 +11,10 @@
 // holds an add, a subtract or a negation of a value that may end in a multiply (a product, a
 // square, an exp...): that value goes through memory, as unfused. Only f32/i32/u32/bool
 // arithmetic, comparisons, selects and conversions are fused (runtime/elementwise_chains.h says
-// what a chain is).
+// what a chain is). An op whose result is only read broadcast by such chains (a layer norm's
+// row mean and inverse deviation, [n, 1] read over [n, d]) is computed again in each kernel
+// reading it, as MLX's own fusion does, instead of in a kernel of its own: the same value from
+// the same operands (FusionTarget::sink_into_broadcasts).
 //
 // JAXMLX_GPU_FUSION: on by default with MLX's CUDA backend, off on Metal (where graph replay is
 // not the default either); `1`/`0` turn it on or off; read when a program is compiled. Each new

@@ -293,6 +293,59 @@ TEST_F(GpuFusion, RoundedKernelsTakeAdamsBiasCorrections) {
     EXPECT_EQ(c.census.count(gone), 0u) << gone;
 }
 
+// A layer norm's row statistics ([n, 1], each a small chain or one op after a row sum) are
+// computed again in the [n, d] kernel that reads them broadcast: 2 kernels instead of 4.
+mx::array layer_norm_rows(const mx::array& x) {
+  const float d = static_cast<float>(x.shape(-1));
+  mx::array mean = mx::divide(mx::sum(x, -1, true), mx::array(d));
+  mx::array c = mx::subtract(x, mean);
+  mx::array var = mx::divide(mx::sum(mx::square(c), -1, true), mx::array(d));
+  return mx::multiply(c, mx::rsqrt(mx::add(var, mx::array(1e-5f))));
+}
+
+TEST_F(GpuFusion, RowStatisticsJoinTheKernelsReadingThemBroadcast) {
+  mx::array x = normal({6, 40}, 7);
+  Case c = run([&] { return std::vector<mx::array>{layer_norm_rows(x)}; },
+               FusedArithmetic::kRounded);
+  EXPECT_EQ(c.census["Compiled"], 2);
+  EXPECT_EQ(c.census["Sum"], 2);
+  for (const char* gone : {"Divide", "Rsqrt", "Add", "Subtract", "Square", "Multiply"})
+    EXPECT_EQ(c.census.count(gone), 0u) << gone;
+}
+
+TEST_F(GpuFusion, ARowStatisticReadThroughTwoBroadcastsJoinsBothKernels) {
+  // jax's layer norm subtracts the mean twice (for the variance, and to normalize): each
+  // kernel computes it again; no kernel of its own is left.
+  mx::array x = normal({6, 40}, 9);
+  Case c = run([&] {
+    mx::array mean = mx::divide(mx::sum(x, -1, true), mx::array(40.0f));
+    mx::array var = mx::divide(mx::sum(mx::square(mx::subtract(x, mean)), -1, true),
+                               mx::array(40.0f));
+    mx::array r = mx::rsqrt(mx::add(var, mx::array(1e-5f)));
+    return std::vector<mx::array>{mx::multiply(mx::subtract(x, mean), r)};
+  }, FusedArithmetic::kRounded);
+  EXPECT_EQ(c.census["Compiled"], 2);
+  for (const char* gone : {"Divide", "Rsqrt", "Add", "Subtract", "Square", "Multiply"})
+    EXPECT_EQ(c.census.count(gone), 0u) << gone;
+}
+
+TEST_F(GpuFusion, ARowStatisticReadElsewhereIsNotRecomputed) {
+  // The mean is a result too: it is computed once, at its own shape, and read broadcast.
+  mx::array x = normal({6, 40}, 8);
+  Case c = run([&] {
+    mx::array mean = mx::divide(mx::sum(x, -1, true), mx::array(40.0f));
+    return std::vector<mx::array>{mx::square(mx::subtract(x, mean)), mean};
+  }, FusedArithmetic::kRounded);
+  EXPECT_EQ(c.census["Divide"], 1);
+  EXPECT_EQ(c.census["Compiled"], 1);
+  // A statistic read by something other than an elementwise op (a reduction) stays too.
+  Case r = run([&] {
+    mx::array mean = mx::divide(mx::sum(x, -1, true), mx::array(40.0f));
+    return std::vector<mx::array>{mx::sum(mx::broadcast_to(mean, x.shape()), 0)};
+  }, FusedArithmetic::kRounded);
+  EXPECT_EQ(r.census["Divide"], 1);
+}
+
 TEST_F(GpuFusion, RoundedKernelsOverIntegerInputsAndIntegerOnlyChains) {
   // The definitions element reads the kernel's first input, whatever its dtype; a chain with no
   // f32 arithmetic has none.
