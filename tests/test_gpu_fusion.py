@@ -121,7 +121,7 @@ def test_fused_kernels_keep_the_unfused_bits(tmp_path):
     assert sum(fused_counts[program].values()) < sum(plain_counts[program].values()), program
   # The normalization's row mean and inverse deviation ([64, 1], read broadcast over [64, 10])
   # are computed in the kernels reading them, not in kernels of their own.
-  for op in ("Divide", "Add", "Rsqrt"):
+  for op in ("Divide", "Add", "Rsqrt", "Negative"):
     assert fused_counts["jit_mlp_grads"][op] == 0, fused_counts["jit_mlp_grads"]
   # The adam update (products and sums together) is one kernel: nothing of it is left unfused.
   assert fused_kernels(fused_counts["jit_adam"]) == 1, fused_counts["jit_adam"]

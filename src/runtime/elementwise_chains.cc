@@ -142,7 +142,9 @@ void sink_into_broadcasts(std::vector<mx::array>& outputs, const FusionTarget& t
       for (const Read& r : reads[b.id()])
         fits = fits && instruction_of(r.reader, t) && !(t.separate && t.separate(r.reader, p));
     }
-    for (const mx::array& in : p.inputs()) fits = fits && !(t.separate && t.separate(p, in));
+    // An operand that is no instruction (a row sum, a product) is a kernel input whatever it is.
+    for (const mx::array& in : p.inputs())
+      fits = fits && !(t.separate && instruction_of(in, t) && t.separate(p, in));
     if (!fits) continue;
     sunk_ids.insert(p.id());
     for (size_t k = 0; k < p.inputs().size(); ++k) {

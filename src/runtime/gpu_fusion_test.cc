@@ -317,6 +317,17 @@ TEST_F(GpuFusion, RowStatisticsJoinTheKernelsReadingThemBroadcast) {
   }
 }
 
+TEST_F(GpuFusion, ANegatedRowSumJoinsTheKernelReadingIt) {
+  // A negation never shares a kernel with library code or a product it reads (it would fold
+  // into an add reading it); a row sum is no such thing: it is read from memory either way.
+  mx::array x = normal({6, 40}, 10), y = normal({6, 40}, 11);
+  Case c = run([&] {
+    return std::vector<mx::array>{mx::add(mx::multiply(y, y), mx::negative(mx::sum(x, -1, true)))};
+  }, FusedArithmetic::kRounded);
+  EXPECT_EQ(c.census["Compiled"], 1);
+  EXPECT_EQ(c.census.count("Negative"), 0u);
+}
+
 TEST_F(GpuFusion, ARowStatisticReadElsewhereIsNotRecomputed) {
   // The mean is a result too: it is computed once, at its own shape, and read broadcast.
   mx::array x = normal({6, 40}, 8);
