@@ -247,6 +247,7 @@ void DeviceWorker::loop(std::shared_ptr<Queue> queue) {
       while (q.posted.load(std::memory_order_acquire) == seen &&
              std::chrono::steady_clock::now() < until)
         std::this_thread::yield();
+      q.polls.fetch_add(1);
       lock.lock();
       continue;
     }

@@ -80,6 +80,9 @@ class DeviceWorker {
   // empty (what it held is released in the worker's place too).
   bool run_here_if_idle(std::function<void()>& task);
 
+  // How many idle spells the worker has polled through (JAXMLX_WORKER_SPIN_US); for tests.
+  uint64_t idle_polls() const { return queue_->polls.load(); }
+
   // The worker's thread, or a thread running a task in its place (run_here_if_idle).
   bool on_worker_thread() const;
   // A thread running a task in the worker's place (run_here_if_idle), not the worker's own.
@@ -104,6 +107,7 @@ class DeviceWorker {
     // sleeps; `posted` counts urgent tasks, for the poll (it reads it without the lock).
     std::chrono::microseconds spin{0};
     std::atomic<uint64_t> posted{0};
+    std::atomic<uint64_t> polls{0};  // idle spells that ended their poll
   };
   void enqueue(std::function<void()> task, bool lazy);
   static void loop(std::shared_ptr<Queue> queue);
