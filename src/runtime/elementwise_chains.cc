@@ -124,14 +124,11 @@ void sink_into_broadcasts(std::vector<mx::array>& outputs, const FusionTarget& t
       if (in.has_primitive() && seen.insert(in.id()).second) stack.push_back(in);
     }
   }
-  std::unordered_set<std::uintptr_t> sunk_ids;
   while (!candidates.empty()) {
     const mx::array p = candidates.back();
     candidates.pop_back();
-    if (!p.has_primitive() || output_ids.count(p.id()) || sunk_ids.count(p.id()) ||
-        !instruction_of(p, t))
-      continue;
-    const std::vector<Read> through = reads[p.id()];
+    if (!p.has_primitive() || output_ids.count(p.id()) || !instruction_of(p, t)) continue;
+    const std::vector<Read> through = reads[p.id()];  // none once p is sunk
     bool fits = !through.empty();
     for (const Read& via : through) {
       const mx::array& b = via.reader;
@@ -146,7 +143,7 @@ void sink_into_broadcasts(std::vector<mx::array>& outputs, const FusionTarget& t
     for (const mx::array& in : p.inputs())
       fits = fits && !(t.separate && instruction_of(in, t) && t.separate(p, in));
     if (!fits) continue;
-    sunk_ids.insert(p.id());
+    reads.erase(p.id());  // its copies replace it: nothing reads it any more
     for (size_t k = 0; k < p.inputs().size(); ++k) {
       std::vector<Read>& of_input = reads[p.inputs()[k].id()];
       of_input.erase(std::remove_if(of_input.begin(), of_input.end(),
