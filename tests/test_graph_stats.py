@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import subprocess
 import sys
 
@@ -408,6 +409,48 @@ def test_graph_dot_names_each_arrays_dtype_and_shape(tmp_path):
     assert f'label ="{label}"' in text, (label, text)
   for shape in ("float32[3,4]", "float32[5,4]", "float32[1,4]"):
     assert shape in text, (shape, text)
+
+
+VIEWS_CHILD = r"""
+import jax, jax.numpy as jnp, numpy as np
+mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]
+rng = np.random.default_rng(0)
+x, dy = rng.standard_normal((4, 6, 8), np.float32), rng.standard_normal((4, 6, 5), np.float32)
+h, w = rng.standard_normal((2, 3, 4, 8), np.float32), rng.standard_normal((24, 5), np.float32)
+def weight_grad(x, dy): return jnp.einsum("bsd,bsf->df", x, dy)
+def merged_heads(h, w):
+  o = h.transpose(0, 2, 1, 3).reshape(2, 4, 24)
+  return o, o @ w
+f = {"weight_grad": (weight_grad, (x, dy)), "merged_heads": (merged_heads, (h, w))}[CASE]
+want = jax.jit(f[0])(*jax.device_put(f[1], cpu))
+for _ in range(2):
+  got = jax.jit(f[0])(*jax.device_put(f[1], mlx))
+for g, e in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+  np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=2e-5, atol=2e-5)
+"""
+
+
+def reshapes_of_transposes(dot_text: str) -> int:
+  """How many Reshape primitives of a JAXMLX_GRAPH_DOT graph read a Transpose's result."""
+  name = dict(re.findall(r'\{ (\d+) \[label ="([^"]*)"', dot_text))
+  made_by = {a: name[n] for n, a in re.findall(r'^(\d+) -> "([^"]*)"$', dot_text, re.M)}
+  return sum(name[n] == "Reshape" and made_by.get(a) == "Transpose"
+             for a, n in re.findall(r'^"([^"]*)" -> (\d+)$', dot_text, re.M))
+
+
+@pytest.mark.parametrize("case,copies", [("weight_grad", 0), ("merged_heads", 1)])
+def test_matmul_operands_are_reshaped_before_they_are_transposed(tmp_path, case, copies):
+  # A reshape that merges a transposed view's dims is a copy. jax's weight gradient X^T dY
+  # (X [B, S, D], contracting B and S) reshapes X as it lies and transposes that view, which
+  # MLX's matmul reads as a transposed operand: no copy (lower/dot.cc, swapped_matrix).
+  # Attention's heads merged back ([B, H, S, Dh] -> [B, S, H * Dh]) are a copy, made once: the
+  # matmul's [B * S, D] operand is a view of it (lower/shape_util.h, reshape_view).
+  dot = tmp_path / "g.dot"
+  env = dict(os.environ, JAXMLX_GRAPH_DOT=str(dot), JAXMLX_COMPILE="replay")
+  run_child(VIEWS_CHILD.replace("CASE", repr(case)), env)
+  text = dot.read_text()
+  assert 'label ="Matmul"' in text, text
+  assert reshapes_of_transposes(text) == copies, text
 
 
 HOST_TIMES_CHILD = r"""

@@ -102,6 +102,28 @@ StatusOr<mx::array> batched_product(LowerContext& ctx, const ir::Op& op, const m
   return mx::astype(p, out_dt);
 }
 
+// An operand as the product's matrix `shape` [lead..., R, C], R over its dims `rows` and C over
+// `cols`. Where its dims lie in memory as [batch..., cols..., rows...] (jax's weight gradient
+// X^T dY, X [B, S, D] contracting B and S), it is reshaped as it lies ([lead..., C, R]: a view of
+// its memory) and its last two dims swapped: a strided view that MLX's matmul reads as a
+// transposed operand (BLAS and cuBLAS take one as it is). The permutation `permuted` (batch,
+// rows, cols) would make that reshape a copy: a kernel and a pass over the operand per call.
+mx::array swapped_matrix(const mx::array& x, const std::vector<int64_t>& batch,
+                         const std::vector<int>& rows, const std::vector<int>& cols,
+                         const mx::array& permuted, const mx::Shape& shape) {
+  std::vector<int> order(batch.begin(), batch.end());
+  order.insert(order.end(), cols.begin(), cols.end());
+  order.insert(order.end(), rows.begin(), rows.end());
+  bool in_memory_order = !rows.empty() && !cols.empty();
+  for (size_t i = 0; in_memory_order && i < order.size(); ++i)
+    in_memory_order = order[i] == static_cast<int>(i);
+  if (!in_memory_order || (rows.size() == 1 && cols.size() == 1))
+    return reshape_view(permuted, shape);  // a single row and column dim: a transpose either way
+  mx::Shape as_laid = shape;
+  std::swap(as_laid[as_laid.size() - 1], as_laid[as_laid.size() - 2]);
+  return mx::swapaxes(reshape_view(x, as_laid), -1, -2);
+}
+
 // spec: dot_general — result dims are batch dims, then lhs free dims, then rhs free dims.
 StatusOr<Values> dot_general(LowerContext& ctx, const ir::Op& op, const Values& in,
                              const ir::DotDims& dd) {
@@ -170,8 +192,14 @@ StatusOr<Values> dot_general(LowerContext& ctx, const ir::Op& op, const Values& 
     lshape.push_back(m), lshape.push_back(k);
     rshape.push_back(k), rshape.push_back(n);
   }
-  mx::array l = plain ? reshape_view(lp, {m, k}) : reshape_view(lp, lshape);
-  mx::array r = plain ? reshape_view(rp, {k, n}) : reshape_view(rp, rshape);
+  if (plain) lshape = {m, k}, rshape = {k, n};
+  mx::array l = float_product ? swapped_matrix(in[0], dd.lhs_batching_dimensions, lf,
+                                               to_ints(dd.lhs_contracting_dimensions), lp, lshape)
+                              : reshape_view(lp, lshape);
+  mx::array r = float_product ? swapped_matrix(in[1], dd.rhs_batching_dimensions,
+                                               to_ints(dd.rhs_contracting_dimensions), rf, rp,
+                                               rshape)
+                              : reshape_view(rp, rshape);
   // A parameter or constant taken in its own order is row-major; anything else may not be.
   const bool r_row_major = !in[1].has_primitive() && rp.id() == in[1].id();
   ASSIGN_OR_RETURN(mx::array p,

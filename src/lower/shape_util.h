@@ -71,14 +71,27 @@ inline bool is_pending_reshape(const mx::array& a) {
          name == "Unflatten";
 }
 
+// Whether `a` is a pending view that reads its input through strides (a transpose, a slice, a
+// broadcast): a reshape merging the dims it strides is a copy.
+inline bool is_strided_view(const mx::array& a) {
+  if (!a.has_primitive()) return false;
+  const std::string_view name = a.primitive().name();
+  return name == "Transpose" || name == "Slice" || name == "AsStrided" || name == "Broadcast" ||
+         name == "BroadcastAxes";
+}
+
 // mx::reshape without the MLX ops it can do without: the same shape is `a` itself, and a reshape
 // of a pending (unevaluated) reshape, squeeze, expand_dims, flatten or unflatten reshapes that
 // view's input instead (reshapes compose: row-major order is all they keep), which is no op at
 // all when the input has the shape already. jax's keepdims broadcast of a reduction is the
-// common case: MLX's sum is Sum + Squeeze, and broadcast_in_dim reshapes it back.
+// common case: MLX's sum is Sum + Squeeze, and broadcast_in_dim reshapes it back. Not through
+// to a strided view of another shape: the pending reshape of it may be a copy that other ops
+// read (attention's heads merged back, [B, S, H, Dh] -> [B, S, D], then [B * S, D] for a
+// matmul), and a reshape of that copy is a view, where one of the strided view is a second copy.
 inline mx::array reshape_view(mx::array a, const mx::Shape& shape) {
   for (int hops = 0; a.shape() != shape && is_pending_reshape(a) && hops < 8; ++hops) {
     mx::array in = a.inputs()[0];
+    if (in.shape() != shape && is_strided_view(in)) break;
     a = std::move(in);
   }
   return a.shape() == shape ? a : mx::reshape(a, shape);

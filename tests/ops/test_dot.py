@@ -103,6 +103,27 @@ def test_dot_general_dimension_numbers(dims, sa, sb):
   check(lambda a, b: lax.dot_general(a, b, dims), a, b, **tol(np.float32))
 
 
+# Operands whose dims lie in memory as [batch, cols, rows] of the product's matrix (contracting
+# before free on the lhs, free before contracting on the rhs) with several dims to a side: they
+# are reshaped as they lie and transposed (a strided view MLX's matmul takes as is, no copy).
+SWAPPED = [
+    ((((0, 1), (0, 1)), ((), ())), (4, 6, 8), (4, 6, 5)),            # jax's weight gradient
+    ((((0,), (0,)), ((), ())), (4, 3, 5), (4, 6)),                   # two free lhs dims
+    ((((1,), (2,)), ((), ())), (5, 4), (2, 3, 4)),                   # two free rhs dims first
+    ((((1, 2), (1, 2)), ((0,), (0,))), (2, 3, 4, 5), (2, 3, 4, 6)),  # batched, two contracting
+    ((((2, 3), (2, 3)), ((0,), (0,))), (2, 5, 3, 4), (2, 6, 3, 4)),  # batched, rhs free first
+]
+
+
+@pytest.mark.parametrize("dims,sa,sb", SWAPPED, ids=[str(d[0]) for d in SWAPPED])
+@pytest.mark.parametrize("dt", FLOATS, ids=ids(FLOATS))
+def test_operands_taken_transposed_as_they_lie(dt, dims, sa, sb):
+  a, b = rand(dt, sa, 7), rand(dt, sb, 8)
+  check(lambda a, b: lax.dot_general(a, b, dims), a, b, **tol(dt))
+  # The same of operands the program computes (a reversal's view, a product) rather than reads.
+  check(lambda a, b: lax.dot_general(jnp.flip(a, 0), b * 2, dims), a, b, **tol(dt))
+
+
 # ---- preferred_element_type -----------------------------------------------------------------
 
 
