@@ -87,7 +87,8 @@ inline bool is_strided_view(const mx::array& a) {
 // common case: MLX's sum is Sum + Squeeze, and broadcast_in_dim reshapes it back. Not through
 // to a strided view of another shape: the pending reshape of it may be a copy that other ops
 // read (attention's heads merged back, [B, S, H, Dh] -> [B, S, D], then [B * S, D] for a
-// matmul), and a reshape of that copy is a view, where one of the strided view is a second copy.
+// matmul): a reshape of that copy is a view, where a reshape of the strided view itself would
+// be a second copy.
 inline mx::array reshape_view(mx::array a, const mx::Shape& shape) {
   for (int hops = 0; a.shape() != shape && is_pending_reshape(a) && hops < 8; ++hops) {
     mx::array in = a.inputs()[0];
