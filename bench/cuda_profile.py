@@ -2,7 +2,7 @@
 call waited for, traced with PyTorch's profiler (CUPTI sees every kernel of the process,
 whichever library launched it, CUDA-graph nodes included).
 
-  python3 bench/cuda_profile.py --only mlp_train --only transformer_train [--steps 10]
+  python3 bench/cuda_profile.py --only mlp_train --only transformer_train [--steps 10] [--full]
   JAXMLX_COMPILE=1 python3 bench/cuda_profile.py ...   # ours with MLX's own fusion (Metal's default)
 
 Per case and column, per unit of work: wall time (untraced, then traced), kernels launched, their
@@ -119,6 +119,7 @@ def summarize(events: list[dict], units: float) -> dict:
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
   ap.add_argument("--only", action="append", default=[], help="workload or case name (repeatable)")
+  ap.add_argument("--full", action="store_true", help="the issue's sizes (bench/run.py --full)")
   ap.add_argument("--steps", type=int, default=10, help="traced calls per column")
   ap.add_argument("--top", type=int, default=15, help="kernels listed per column")
   ap.add_argument("--skip", action="append", default=[], choices=["ours", "mlx"])
@@ -133,7 +134,7 @@ def main() -> None:
   torch.cuda.init()  # the profiler's CUPTI needs the runtime up
   mlx_device = jax.devices("mlx")[0]
   report = {"compile": os.environ.get("JAXMLX_COMPILE", ""), "cases": {}}
-  for case in common.selected_cases(args.only, common.Size(level="default")):
+  for case in common.selected_cases(args.only, common.Size(level="full" if args.full else "default")):
     row = report["cases"].setdefault(case.name, {})
     units = args.steps * case.per_call
     for col, make in (("ours", lambda: case.make_jax(mlx_device)), ("mlx", case.make_mlx)):
