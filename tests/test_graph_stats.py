@@ -204,6 +204,72 @@ def test_splat_constants_are_scalars_of_fused_kernels(tmp_path):
   assert lines.count("region jit_looped replayed") == 2, lines
 
 
+GPU_FUSED_CHILD = r"""
+import jax, jax.numpy as jnp, numpy as np
+mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]
+rng = np.random.default_rng(3)
+x = rng.standard_normal((4, 16, 64)).astype(np.float32)
+p, g, m = (rng.standard_normal((64, 64)).astype(np.float32) for _ in range(3))
+v = m * m
+
+def norm(x):  # a layer norm's: 1 / 64 and eps broadcast to [4, 16, 1], read by its kernels
+  c = x - x.mean(-1, keepdims=True)
+  return c * jax.lax.rsqrt((c * c).mean(-1, keepdims=True) + 1e-5)
+
+def step(x, p, g, m, v):
+  affine = x * 0.5 + 0.25
+  m = 0.9 * m + 0.1 * g  # an adam update: splats and four arrays of the kernel's shape
+  v = 0.999 * v + 0.001 * g * g
+  normed = jax.grad(lambda x: jnp.sum(norm(norm(x) @ p) * x))(x)  # shares them between layers
+  return affine, normed, p - 1e-3 * (m / 0.19) / (jnp.sqrt(v / 0.0199) + 1e-8), m, v
+
+f = jax.jit(step)
+for _ in range(2):  # the first call traces, the second replays
+  got = f(*jax.device_put((x, p, g, m, v), mlx))
+want = f(*jax.device_put((x, p, g, m, v), cpu))
+for a, b in zip(got, want):
+  np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-6, atol=2e-6)
+"""
+
+
+def dot_graph(text: str) -> tuple[dict[str, tuple[str, list[str]]], dict[str, str], set[str]]:
+  """A JAXMLX_GRAPH_DOT graph (MLX's export_to_dot, arrays named "a12 float32[64,1]"): each
+  primitive node's id -> (its name, the arrays it reads); each array a node makes -> that
+  node's id; and the arrays no node makes (arguments, constants)."""
+  nodes = {n: (name, []) for n, name in re.findall(r'\{ (\d+) \[label ="([^"]*)"', text)}
+  for a, n in re.findall(r'^"([^"]*)" -> (\d+)$', text, re.M):
+    nodes[n][1].append(a)
+  made_by = {a: n for n, a in re.findall(r'^(\d+) -> "([^"]*)"$', text, re.M)}
+  return nodes, made_by, set(re.findall(r'"(a\d+ [^"]*)"', text)) - made_by.keys()
+
+
+def test_splat_constants_are_scalars_of_our_gpu_kernels(tmp_path):
+  # Under our GPU fusion (replayed graphs, CUDA's default; JAXMLX_GPU_FUSION=1 on MLX's CPU) a
+  # fused kernel reads each splat constant as a scalar too, shared broadcasts of one included:
+  # MLX runs a kernel with a full-shape input read through zero strides on its strided
+  # variant, an index computation per element and input, without vectorized loads (all of a
+  # transformer step's adam kernels on the H200: bench/README.md, "The issue's sizes on the
+  # H200 again").
+  dot = tmp_path / "graph.dot"
+  env = dict(os.environ, JAXMLX_GRAPH_DOT=str(dot), JAXMLX_COMPILE="replay",
+             JAXMLX_GPU_FUSION="1")
+  run_child(GPU_FUSED_CHILD, env, timeout=600)
+  nodes, made_by, sources = dot_graph(dot.read_text())
+  kernels = [ins for name, ins in nodes.values() if name.startswith("Compiled")]
+  assert len(kernels) >= 3, nodes  # the affine map, the norm, the adam update
+  for ins in kernels:
+    # Inputs of the kernel's shape that no node makes are arguments: at most p, g, m and v.
+    full_sources = [a for a in ins if a in sources and not a.endswith("[]")]
+    assert len(full_sources) <= 4, ins
+    for a in ins:  # and no broadcast of a splat's scalar
+      if a in made_by and nodes[made_by[a]][0] == "Broadcast":
+        assert not all(b.endswith("[]") and b in sources for b in nodes[made_by[a]][1]), ins
+  # Each distinct splat is one scalar input: the adam kernel reads p, g, m, v and seven scalars
+  # (0.001 and 1e-3 are one constant input).
+  adam = max(kernels, key=len)
+  assert sum(a.endswith("[]") for a in adam) == 7 and len(adam) == 11, adam
+
+
 # MLX's CPU passes a transposed rhs to BLAS as it is, which the reference BLAS of its Linux
 # wheels multiplies 2x slower than a row-major one (src/lower/util.h, row_major_rhs_pays).
 def test_a_transposed_rhs_is_copied_row_major_on_the_cpu(stats, on_mlx_cpu):
@@ -432,10 +498,9 @@ for g, e in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
 
 def reshapes_of_transposes(dot_text: str) -> int:
   """How many Reshape primitives of a JAXMLX_GRAPH_DOT graph read a Transpose's result."""
-  name = dict(re.findall(r'\{ (\d+) \[label ="([^"]*)"', dot_text))
-  made_by = {a: name[n] for n, a in re.findall(r'^(\d+) -> "([^"]*)"$', dot_text, re.M)}
-  return sum(name[n] == "Reshape" and made_by.get(a) == "Transpose"
-             for a, n in re.findall(r'^"([^"]*)" -> (\d+)$', dot_text, re.M))
+  nodes, made_by, _ = dot_graph(dot_text)
+  return sum(name == "Reshape" and a in made_by and nodes[made_by[a]][0] == "Transpose"
+             for name, reads in nodes.values() for a in reads)
 
 
 @pytest.mark.parametrize("case,copies", [("weight_grad", 0), ("merged_heads", 1)])

@@ -144,6 +144,8 @@ int fuse_as_on_gpu(std::vector<mx::array>& outputs) {
   return fuse_gpu_elementwise(outputs, mx::Device::cpu, FusedArithmetic::kRounded);
 }
 
+bool fuses_as_on_gpu(ChainFuser f) { return f == &fuse_on_gpu || f == &fuse_as_on_gpu; }
+
 ChainFuser chain_fuser(GraphMode mode, bool gpu) {
   if (mode != GraphMode::kReplay) return nullptr;
   if (gpu) return gpu_fusion_enabled() ? &fuse_on_gpu : nullptr;
@@ -816,10 +818,12 @@ std::function<void()> ExecutableImpl::completion(std::function<void()> wait_for_
 
 StatusOr<Values> ExecutableImpl::run(const Values& args) {
   if (!constants_ready_) {
-    // Splats enter a fused graph as scalars; a replayed graph keeps its primitives as they are.
+    // Splats enter a fused graph as scalars, MLX's fusion (kFused) or ours for a GPU: a
+    // broadcast splat read by a Compiled kernel keeps it off its contiguous variant. A graph
+    // replayed without either, or with the CPU's fusion, keeps its primitives as they are.
     // (Made before the evaluation, which drops the broadcast that made a splat; what the traced
     // graphs are given is evaluated there, to give equal values once.)
-    const_inputs_ = ConstantInputs(constants_, mode_ == GraphMode::kFused);
+    const_inputs_ = ConstantInputs(constants_, mode_ == GraphMode::kFused || fuses_as_on_gpu(fuse_));
     mx::eval(constants_);
     constants_ready_ = true;
   }

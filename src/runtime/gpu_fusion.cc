@@ -143,20 +143,35 @@ std::optional<std::vector<mx::array>> make(FusedArithmetic arithmetic, const mx:
   // The kernel reads each input broadcast to the result's shape, trailing dims aligned. An input
   // of more dims (what a reshape dropping leading 1s read: a bias gradient summed with keepdims)
   // is read through a reshape of it; the tape reads the arrays the kernel is given.
-  std::vector<mx::array> operands;
+  // A broadcast of an evaluated scalar (a splat constant, runtime/constant_inputs.h) is read as
+  // that scalar, also where other readers share the broadcast (then it is no adapter of the
+  // chain): MLX runs a kernel whose inputs all have its shape or are scalars on its contiguous
+  // variant, and a broadcast input keeps it on the strided one (an index computation per element,
+  // no vectorized loads). The kernel's inputs are distinct arrays (MLX declares a variable per
+  // input); `regs` holds what each of the program's input registers reads.
+  std::vector<mx::array> operands, regs;
+  std::unordered_set<std::uintptr_t> given;
+  auto read = [&](mx::array a) {
+    if (given.insert(a.id()).second) operands.push_back(a);
+    regs.push_back(std::move(a));
+  };
   for (const mx::array& in : inputs) {
+    if (in.has_primitive() && std::string_view(in.primitive().name()) == "Broadcast" &&
+        in.inputs().size() == 1 && in.inputs()[0].ndim() == 0 &&
+        !in.inputs()[0].has_primitive()) {
+      read(in.inputs()[0]);
+      continue;
+    }
     if (in.ndim() <= shape.size()) {
-      operands.push_back(in);
+      read(in);
       continue;
     }
     const size_t extra = in.ndim() - shape.size();
     for (size_t d = 0; d < extra; ++d)
       if (in.shape(d) != 1) return std::nullopt;
-    operands.push_back(mx::reshape(in, mx::Shape(in.shape().begin() + extra, in.shape().end()),
-                                   stream));
+    read(mx::reshape(in, mx::Shape(in.shape().begin() + extra, in.shape().end()), stream));
   }
   // The kernel's tape: the members' own primitives over the program's registers.
-  std::vector<mx::array> regs(operands.begin(), operands.end());
   std::vector<mx::array> tape;
   bool defined = false;
   for (size_t k = 0; k < program->code.size(); ++k) {
