@@ -1,0 +1,99 @@
+"""Whether where a training step's state lives slows its kernels: the same JAX training step on
+our platform with its parameters as `jax.device_put` uploaded them (an array MLX made from host
+data: on CUDA its unified memory, which a donated state keeps for good) and with them passed once
+through a kernel first (memory MLX's allocator gives a kernel's output), beside native MLX,
+timed in alternating rounds in one process. On CUDA it first prints the device's memory
+attributes (managed memory, pageable access).
+
+  python3 bench/state_placement.py --only transformer_train [--size full] [--rounds 4]
+
+Why: on the H200 the same MLX layer-norm kernel, same grid, ran 17.5 µs per call in our
+full-size transformer step and 5.0 in native's, with no other kernel beside it
+(bench/README.md, "The issue's sizes on the H200 again").
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import glob
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu,mlx")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+# cudaDeviceAttr values (CUDA runtime API).
+CUDA_ATTRS = [("pageableMemoryAccess", 88), ("concurrentManagedAccess", 89),
+              ("pageableMemoryAccessUsesHostPageTables", 100),
+              ("directManagedMemAccessFromHost", 101)]
+
+
+def print_cuda_attributes() -> None:
+  dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+  for path in [p for d in dirs for p in glob.glob(d + "/libcudart.so*")] + ["libcudart.so"]:
+    try:
+      rt = ctypes.CDLL(path)
+    except OSError:
+      continue
+    for name, attr in CUDA_ATTRS:
+      v = ctypes.c_int(-1)
+      err = rt.cudaDeviceGetAttribute(ctypes.byref(v), attr, 0)
+      print(f"{name}: {v.value}" + (f" (cudaError {err})" if err else ""))
+    return
+  print("no CUDA runtime found: no device attributes")
+
+
+def main() -> None:
+  ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+  ap.add_argument("--only", default="transformer_train", help="a training case")
+  ap.add_argument("--size", default="default", choices=["quick", "default", "full"])
+  ap.add_argument("--steps", type=int, default=15, help="timed steps per column and round")
+  ap.add_argument("--rounds", type=int, default=4)
+  args = ap.parse_args()
+  import jax
+  import jax.numpy as jnp
+  import mlx.core as mx
+  import common
+
+  if "gpu" in str(mx.default_device()):
+    print_cuda_attributes()
+  dev = jax.devices("mlx")[0]
+  case = next(common.selected_cases([args.only], common.Size(level=args.size)))
+  # -(-x) is a kernel the lowering keeps (no algebra folds it): its output is new memory.
+  through_kernel = jax.jit(lambda t: jax.tree_util.tree_map(
+      lambda x: -(-x) if jnp.issubdtype(x.dtype, jnp.floating) else x, t))
+  uploaded_put = jax.device_put
+
+  def put_through_kernel(x, device=None, **kw):
+    y = uploaded_put(x, device, **kw)
+    return through_kernel(y) if device is dev else y
+
+  programs = {"as uploaded": case.make_jax(dev)}
+  jax.device_put = put_through_kernel  # the workload's own set-up, with its uploads moved
+  try:
+    programs["through a kernel"] = case.make_jax(dev)
+  finally:
+    jax.device_put = uploaded_put
+  programs["native mlx"] = case.make_mlx()
+  for p in programs.values():
+    for _ in range(5):
+      p.sync(p.call())
+  rounds = {k: [] for k in programs}
+  for _ in range(args.rounds):
+    for k, p in programs.items():
+      times = []
+      for _ in range(args.steps):
+        t = time.perf_counter()
+        p.sync(p.call())
+        times.append((time.perf_counter() - t) / case.per_call)
+      rounds[k].append(statistics.median(times) * 1e3)
+  for k, v in rounds.items():
+    print(f"{case.name} {k:17s} ms per {case.what}, median of each round: " +
+          ", ".join(f"{x:.3f}" for x in v))
+
+
+if __name__ == "__main__":
+  main()
