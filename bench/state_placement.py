@@ -6,6 +6,12 @@ timed in alternating rounds in one process. On CUDA it first prints the device's
 attributes (managed memory, pageable access).
 
   python3 bench/state_placement.py --only transformer_train [--size full] [--rounds 4]
+  python3 bench/state_placement.py --norm      # MLX's layer norm alone, weightless or not
+
+--norm times MLX's own `mx.fast.layer_norm` (and its gradient), 16 in a row per evaluation, over
+[2048, 384] with weight and bias None, as our lowering calls it (MLX then reads a scalar 1 and 0
+from its pool of small buffers, unified memory), and with vectors of ones and zeros (the same
+values, bits and grid).
 
 Why: on the H200 the same MLX layer-norm kernel, same grid, ran 17.5 µs per call in our
 full-size transformer step and 5.0 in native's, with no other kernel beside it
@@ -46,13 +52,54 @@ def print_cuda_attributes() -> None:
   print("no CUDA runtime found: no device attributes")
 
 
+def time_norms(rounds: int, steps: int) -> None:
+  import mlx.core as mx
+  x = mx.random.normal((2048, 384))
+  ct = mx.random.normal((2048, 384))
+  ones, zeros = mx.ones((384,)), mx.zeros((384,))
+  mx.eval(x, ct, ones, zeros)
+
+  chain = 16  # norms per evaluation: kernel time, not one launch and wait per norm
+
+  def norms(w, b):
+    def f(y):
+      for _ in range(chain):
+        y = mx.fast.layer_norm(y, w, b, 1e-5)
+      return y
+    return f
+
+  def forward(w, b):
+    return lambda: norms(w, b)(x)
+
+  def backward(w, b):
+    return lambda: mx.vjp(norms(w, b), [x], [ct])[1][0]
+
+  ways = {"forward, weightless": forward(None, None), "forward, vectors": forward(ones, zeros),
+          "gradient, weightless": backward(None, None), "gradient, vectors": backward(ones, zeros)}
+  results = {k: [] for k in ways}
+  for _ in range(rounds):
+    for k, f in ways.items():
+      for _ in range(5):
+        mx.eval(f())
+      t = time.perf_counter()
+      for _ in range(steps):
+        mx.eval(f())  # each call waited for: launch and kernel
+      results[k].append((time.perf_counter() - t) / steps / chain * 1e6)
+  for k, v in results.items():
+    print(f"layer_norm [2048, 384] {k:21s} us per norm: " + ", ".join(f"{t:.1f}" for t in v))
+
+
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
   ap.add_argument("--only", default="transformer_train", help="a training case")
   ap.add_argument("--size", default="default", choices=["quick", "default", "full"])
   ap.add_argument("--steps", type=int, default=15, help="timed steps per column and round")
   ap.add_argument("--rounds", type=int, default=4)
+  ap.add_argument("--norm", action="store_true", help="MLX's layer norm alone (see above)")
   args = ap.parse_args()
+  if args.norm:
+    time_norms(args.rounds, max(args.steps, 50))
+    return
   import jax
   import jax.numpy as jnp
   import mlx.core as mx
