@@ -10,8 +10,9 @@ attributes (managed memory, pageable access).
 
 --norm times MLX's own `mx.fast.layer_norm` (and its gradient), 16 in a row per evaluation, over
 [2048, 384] with weight and bias None, as our lowering calls it (MLX then reads a scalar 1 and 0
-from its pool of small buffers, unified memory), and with vectors of ones and zeros (the same
-values, bits and grid).
+from its pool of small buffers, unified memory that MLX lets the GPU read where it lies), and
+with vectors of ones and zeros (the same values, bits and grid); and a product by a scalar from
+that pool against one by an element of a 16-byte array (memory of its own).
 
 Why: on the H200 the same MLX layer-norm kernel, same grid, ran 17.5 µs per call in our
 full-size transformer step and 5.0 in native's, with no other kernel beside it
@@ -74,8 +75,22 @@ def time_norms(rounds: int, steps: int) -> None:
   def backward(w, b):
     return lambda: mx.vjp(norms(w, b), [x], [ct])[1][0]
 
+  # A scalar operand of a product: a 4-byte array of its own (MLX's pool of small buffers) or an
+  # element of a 16-byte one (memory of its own, which the GPU migrates to itself on first use).
+  pooled, element = mx.array(1.0), mx.ones((4,))[0]
+  mx.eval(pooled, element)
+
+  def products(s):
+    def f():
+      y = x
+      for _ in range(chain):
+        y = y * s
+      return y
+    return f
+
   ways = {"forward, weightless": forward(None, None), "forward, vectors": forward(ones, zeros),
-          "gradient, weightless": backward(None, None), "gradient, vectors": backward(ones, zeros)}
+          "gradient, weightless": backward(None, None), "gradient, vectors": backward(ones, zeros),
+          "x * pooled scalar": products(pooled), "x * element scalar": products(element)}
   results = {k: [] for k in ways}
   for _ in range(rounds):
     for k, f in ways.items():
@@ -86,7 +101,7 @@ def time_norms(rounds: int, steps: int) -> None:
         mx.eval(f())  # each call waited for: launch and kernel
       results[k].append((time.perf_counter() - t) / steps / chain * 1e6)
   for k, v in results.items():
-    print(f"layer_norm [2048, 384] {k:21s} us per norm: " + ", ".join(f"{t:.1f}" for t in v))
+    print(f"[2048, 384] {k:21s} us per op: " + ", ".join(f"{t:.1f}" for t in v))
 
 
 def main() -> None:
