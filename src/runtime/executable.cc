@@ -144,7 +144,7 @@ int fuse_as_on_gpu(std::vector<mx::array>& outputs) {
   return fuse_gpu_elementwise(outputs, mx::Device::cpu, FusedArithmetic::kRounded);
 }
 
-bool fuses_as_on_gpu(ChainFuser f) { return f == &fuse_on_gpu || f == &fuse_as_on_gpu; }
+bool is_gpu_fusion(ChainFuser f) { return f == &fuse_on_gpu || f == &fuse_as_on_gpu; }
 
 ChainFuser chain_fuser(GraphMode mode, bool gpu) {
   if (mode != GraphMode::kReplay) return nullptr;
@@ -823,7 +823,7 @@ StatusOr<Values> ExecutableImpl::run(const Values& args) {
     // replayed without either, or with the CPU's fusion, keeps its primitives as they are.
     // (Made before the evaluation, which drops the broadcast that made a splat; what the traced
     // graphs are given is evaluated there, to give equal values once.)
-    const_inputs_ = ConstantInputs(constants_, mode_ == GraphMode::kFused || fuses_as_on_gpu(fuse_));
+    const_inputs_ = ConstantInputs(constants_, mode_ == GraphMode::kFused || is_gpu_fusion(fuse_));
     mx::eval(constants_);
     constants_ready_ = true;
   }
