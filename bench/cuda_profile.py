@@ -2,7 +2,8 @@
 call waited for, traced with PyTorch's profiler (CUPTI sees every kernel of the process,
 whichever library launched it, CUDA-graph nodes included).
 
-  python3 bench/cuda_profile.py --only mlp_train --only transformer_train [--steps 10] [--full]
+  python3 bench/cuda_profile.py --only mlp_train --only transformer_train [--steps 10]
+  python3 bench/cuda_profile.py --full --only transformer_train   # at the sizes
   JAXMLX_COMPILE=1 python3 bench/cuda_profile.py ...   # ours with MLX's own fusion (Metal's default)
 
 Per case and column, per unit of work: wall time (untraced, then traced), kernels launched, their
@@ -134,7 +135,8 @@ def main() -> None:
   torch.cuda.init()  # the profiler's CUPTI needs the runtime up
   mlx_device = jax.devices("mlx")[0]
   report = {"compile": os.environ.get("JAXMLX_COMPILE", ""), "cases": {}}
-  for case in common.selected_cases(args.only, common.Size(level="full" if args.full else "default")):
+  size = common.Size(level="full" if args.full else "default")
+  for case in common.selected_cases(args.only, size):
     row = report["cases"].setdefault(case.name, {})
     units = args.steps * case.per_call
     for col, make in (("ours", lambda: case.make_jax(mlx_device)), ("mlx", case.make_mlx)):
