@@ -156,9 +156,8 @@ std::optional<std::vector<mx::array>> make(FusedArithmetic arithmetic, const mx:
     regs.push_back(std::move(a));
   };
   for (const mx::array& in : inputs) {
-    if (in.has_primitive() && std::string_view(in.primitive().name()) == "Broadcast" &&
-        in.inputs().size() == 1 && in.inputs()[0].ndim() == 0 &&
-        !in.inputs()[0].has_primitive()) {
+    if (in.has_primitive() && named(in, {"Broadcast"}) && in.inputs().size() == 1 &&
+        in.inputs()[0].ndim() == 0 && !in.inputs()[0].has_primitive()) {
       read(in.inputs()[0]);
       continue;
     }
