@@ -31,6 +31,7 @@ BENCH = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+API_CATEGORIES = ("cuda_runtime", "cuda_driver")
 
 
 def short(name: str, width: int = 110) -> str:
@@ -41,17 +42,20 @@ def short(name: str, width: int = 110) -> str:
   return name if len(name) <= width else name[:half] + "…" + name[-half:]
 
 
+def union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+  """The union of [start, end) intervals, as disjoint intervals in order."""
+  merged: list[tuple[float, float]] = []
+  for s, e in sorted(intervals):
+    if merged and s <= merged[-1][1]:
+      merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+    else:
+      merged.append((s, e))
+  return merged
+
+
 def busy_us(intervals: list[tuple[float, float]]) -> float:
   """Length of the union of [start, end) intervals."""
-  total, end = 0.0, float("-inf")
-  for s, e in sorted(intervals):
-    if s > end:
-      total += e - s
-      end = e
-    elif e > end:
-      total += e - end
-      end = e
-  return total
+  return sum(e - s for s, e in union(intervals))
 
 
 def trace(prog, steps: int, keep: pathlib.Path | None) -> tuple[list[dict], float]:
@@ -78,7 +82,7 @@ def host_phases(events: list[dict]) -> dict:
                  if e.get("ph") == "X" and e.get("name") == "step"
                  and e.get("cat") == "user_annotation")
   api = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), e["name"])
-               for e in events if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver"))
+               for e in events if e.get("ph") == "X" and e.get("cat") in API_CATEGORIES)
   rows = collections.defaultdict(list)
   for s, e in steps:
     inside = [a for a in api if s <= a[0] and a[1] <= e]
@@ -97,7 +101,7 @@ def summarize(events: list[dict], units: float) -> dict:
   kernels = [e for e in gpu if e["cat"] == "kernel"]
   api: collections.Counter = collections.Counter()
   for e in events:
-    if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver"):
+    if e.get("ph") == "X" and e.get("cat") in API_CATEGORIES:
       api[e["name"]] += float(e.get("dur", 0))
   by_name: dict[str, list[float]] = collections.defaultdict(list)
   for e in kernels:

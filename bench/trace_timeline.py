@@ -21,8 +21,7 @@ import collections
 import json
 import re
 
-API = ("cuda_runtime", "cuda_driver")
-GPU = ("kernel", "gpu_memcpy", "gpu_memset")
+from cuda_profile import API_CATEGORIES, GPU_CATEGORIES, union
 
 
 def family(name: str) -> str:
@@ -42,8 +41,8 @@ def load(path: str) -> tuple[list[dict], list[dict], list[dict], dict]:
     events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
   steps = sorted((e for e in events if e.get("name") == "step" and e.get("cat") == "user_annotation"),
                  key=lambda e: float(e["ts"]))
-  api = [e for e in events if e.get("cat") in API]
-  gpu = [e for e in events if e.get("cat") in GPU]
+  api = [e for e in events if e.get("cat") in API_CATEGORIES]
+  gpu = [e for e in events if e.get("cat") in GPU_CATEGORIES]
   by_corr = {e.get("args", {}).get("correlation"): e for e in api}
   return steps, api, gpu, by_corr
 
@@ -82,13 +81,7 @@ def timeline(path: str) -> None:
               f"{max(end(k) for k in ks) - t0:.0f}") if ks else ""
       print(f"   {float(a['ts']) - t0:7.0f} {a['name']} ({float(a['dur']):.0f} us){span}")
   busy = collections.defaultdict(float)
-  merged: list[list[float]] = []
-  for a, b in sorted((float(g["ts"]) - t0, end(g) - t0) for g in mine):
-    if merged and a <= merged[-1][1]:
-      merged[-1][1] = max(merged[-1][1], b)
-    else:
-      merged.append([a, b])
-  for a, b in merged:
+  for a, b in union([(float(g["ts"]) - t0, end(g) - t0) for g in mine]):
     while a < b:
       ms = int(a // 1000)
       stop = min(b, (ms + 1) * 1000.0)
