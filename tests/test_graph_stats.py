@@ -270,6 +270,16 @@ def test_splat_constants_are_scalars_of_our_gpu_kernels(tmp_path):
   assert sum(a.endswith("[]") for a in adam) == 7 and len(adam) == 11, adam
 
 
+def test_scalars_moved_to_gpu_memory_keep_their_values():
+  # JAXMLX_DEVICE_SCALARS (CUDA's default; runtime/device_scalars.h), here on MLX's CPU with
+  # CUDA's fusion: the constants of at most 8 bytes that the replayed graph is given and the
+  # scalars its trace made are read from copies (MLX's pool of small buffers is host memory that
+  # CUDA kernels read over the bus: 3x the time of a layer norm's kernel on the H200).
+  env = dict(os.environ, JAXMLX_COMPILE="replay", JAXMLX_GPU_FUSION="1",
+             JAXMLX_DEVICE_SCALARS="1")
+  run_child(GPU_FUSED_CHILD, env, timeout=600)
+
+
 # MLX's CPU passes a transposed rhs to BLAS as it is, which the reference BLAS of its Linux
 # wheels multiplies 2x slower than a row-major one (src/lower/util.h, row_major_rhs_pays).
 def test_a_transposed_rhs_is_copied_row_major_on_the_cpu(stats, on_mlx_cpu):

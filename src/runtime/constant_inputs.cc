@@ -7,6 +7,7 @@
 #include "mlx/ops.h"
 #include "mlx/transforms.h"
 #include "mlx/primitives.h"
+#include "runtime/device_scalars.h"
 
 namespace mx = mlx::core;
 
@@ -32,7 +33,8 @@ std::string value_key(const mx::array& a) {
 
 }  // namespace
 
-ConstantInputs::ConstantInputs(const std::vector<mx::array>& constants, bool compact) {
+ConstantInputs::ConstantInputs(const std::vector<mx::array>& constants, bool compact,
+                               bool device) {
   std::vector<mx::array> given;
   given.reserve(constants.size());
   broadcast_.reserve(constants.size());
@@ -56,7 +58,7 @@ ConstantInputs::ConstantInputs(const std::vector<mx::array>& constants, bool com
       }
     }
     index_.push_back(inputs_.size());
-    inputs_.push_back(std::move(a));
+    inputs_.push_back(device && in_small_buffer(a) ? device_copy(a) : std::move(a));
   }
 }
 

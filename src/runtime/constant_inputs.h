@@ -25,7 +25,9 @@ class ConstantInputs {
   ConstantInputs() = default;
   // From the program's constants before they are evaluated (evaluation drops the broadcast that
   // made a splat). `compact`: pass splats as their element; otherwise every constant as itself.
-  ConstantInputs(const std::vector<mlx::core::array>& constants, bool compact);
+  // `device`: an input of at most 8 bytes is a device_copy (device_scalars.h) of its value.
+  ConstantInputs(const std::vector<mlx::core::array>& constants, bool compact,
+                 bool device = false);
 
   // What the traced function is given for the constants: each distinct value once (an array of
   // at most kMaxSharedBytes, row-contiguous, is compared by its bytes; any other is its own).

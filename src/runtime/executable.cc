@@ -42,6 +42,7 @@
 #include "passes/value_calls.h"
 #include "runtime/constant_inputs.h"
 #include "runtime/cpu_fusion.h"
+#include "runtime/device_scalars.h"
 #include "runtime/executable.h"
 #include "runtime/gpu_fusion.h"
 #include "runtime/graph_stats.h"
@@ -145,6 +146,13 @@ int fuse_as_on_gpu(std::vector<mx::array>& outputs) {
 }
 
 bool is_gpu_fusion(ChainFuser f) { return f == &fuse_on_gpu || f == &fuse_as_on_gpu; }
+
+// What a traced graph goes through before MLX keeps it for replay: its elementwise chains fused,
+// then the scalars it reads moved to GPU memory (device_scalars.h).
+void rewrite_traced(std::vector<mx::array>& computed, ChainFuser fuse, bool device_scalars) {
+  if (fuse) fuse(computed);
+  if (device_scalars) place_scalars_on_device(computed);
+}
 
 ChainFuser chain_fuser(GraphMode mode, bool gpu) {
   if (mode != GraphMode::kReplay) return nullptr;
@@ -275,9 +283,10 @@ TaskThread& gpu_completions() {
 class RegionCache final : public lower::RegionRunner {
  public:
   RegionCache(std::string program, const lower::ProgramInfo& info, const Values& constants,
-              const ConstantInputs& const_inputs, GraphMode mode, ChainFuser fuse)
+              const ConstantInputs& const_inputs, GraphMode mode, ChainFuser fuse,
+              bool device_scalars)
       : program_(std::move(program)), info_(info), constants_(constants),
-        const_inputs_(const_inputs), mode_(mode), fuse_(fuse) {}
+        const_inputs_(const_inputs), mode_(mode), fuse_(fuse), device_scalars_(device_scalars) {}
 
   std::optional<StatusOr<Values>> run(lower::Interpreter& interp, const ir::Region& region,
                                       const Values& args) override;
@@ -301,6 +310,7 @@ class RegionCache final : public lower::RegionRunner {
   const ConstantInputs& const_inputs_;  // what the traced graphs are given for constants_
   const GraphMode mode_;
   const ChainFuser fuse_;  // on the traced graphs, when set
+  const bool device_scalars_;  // the traced graphs' scalars in GPU memory
   std::unordered_map<const ir::Region*, Entry> entries_;
 };
 
@@ -372,7 +382,7 @@ CompiledFn RegionCache::make_fn(Entry& e, const ir::Func& f, const ir::Region& r
     std::vector<mx::array> computed;
     for (size_t i = 0; i < e.sources.size(); ++i)
       if (e.sources[i].kind == OutputSource::kComputed) computed.push_back((*out)[i]);
-    if (fuse_) fuse_(computed);
+    rewrite_traced(computed, fuse_, device_scalars_);
     return computed;
   });
 }
@@ -489,6 +499,7 @@ class ExecutableImpl final : public Executable,
   GraphMode mode_ = GraphMode::kEager;
   // Chains of elementwise primitives traced for replay become one (cpu_fusion.h, gpu_fusion.h).
   ChainFuser fuse_ = nullptr;
+  bool device_scalars_ = false;  // traced graphs' scalars and small constants in GPU memory
   bool use_compiled_ = false;
   std::shared_future<Status> deferred_check_;  // trial() left queued by check_on_worker
   std::optional<Status> trial_status_;          // set once trial() ran
@@ -561,6 +572,7 @@ Status ExecutableImpl::init() {
   }
   mode_ = graph_mode(*worker_);
   fuse_ = chain_fuser(mode_, worker_->info().is_gpu);
+  device_scalars_ = mode_ != GraphMode::kEager && device_scalars_enabled();
   // Fused kernels are built (and may fail) when evaluated: the worker evaluates those runs
   // itself, to redo a failed one eagerly. Metal's runs are waited for on the worker (no Mac
   // here to check MLX's Metal events from a second thread).
@@ -573,7 +585,8 @@ Status ExecutableImpl::init() {
                  (async_completion_ || waits_on_caller());
   if (mode_ != GraphMode::kEager && !info_.straight_line)
     regions_ =
-        std::make_shared<RegionCache>(name_, info_, constants_, const_inputs_, mode_, fuse_);
+        std::make_shared<RegionCache>(name_, info_, constants_, const_inputs_, mode_, fuse_,
+                                     device_scalars_);
   return check_on_worker();
 }
 
@@ -823,7 +836,8 @@ StatusOr<Values> ExecutableImpl::run(const Values& args) {
     // replayed without either, or with the CPU's fusion, keeps its primitives as they are.
     // (Made before the evaluation, which drops the broadcast that made a splat; what the traced
     // graphs are given is evaluated there, to give equal values once.)
-    const_inputs_ = ConstantInputs(constants_, mode_ == GraphMode::kFused || is_gpu_fusion(fuse_));
+    const_inputs_ = ConstantInputs(constants_, mode_ == GraphMode::kFused || is_gpu_fusion(fuse_),
+                                   device_scalars_);
     mx::eval(constants_);
     constants_ready_ = true;
   }
@@ -871,7 +885,7 @@ StatusOr<Values> ExecutableImpl::run_compiled(const Values& args) {
       std::vector<mx::array> computed;
       for (size_t i = 0; i < sources_.size(); ++i)
         if (sources_[i].kind == OutputSource::kComputed) computed.push_back((*out)[i]);
-      if (fuse_) fuse_(computed);
+      rewrite_traced(computed, fuse_, device_scalars_);
       return computed;
     });
   }
