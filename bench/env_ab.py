@@ -66,7 +66,9 @@ def main(argv=None) -> int:
   p.add_argument("--variant", action="append", default=[],
                  help="NAME:KEY=VALUE[,KEY=VALUE...] (repeatable; default: recognizers on/off, "
                       "fused and replayed)")
-  p.add_argument("--quick", action="store_true", help="tiny sizes")
+  p.add_argument("--quick", action="store_true", help="tiny sizes (--size quick)")
+  p.add_argument("--size", default="default", choices=["quick", "default", "full"],
+                 help="full: the sizes of issue #6, for a GPU")
   p.add_argument("--window", type=int, default=60, help="waited steps per window")
   p.add_argument("--rounds", type=int, default=15, help="windows per program")
   p.add_argument("--warmup", type=int, default=30, help="steps before timing, per program")
@@ -78,7 +80,7 @@ def main(argv=None) -> int:
   import jax
 
   variants = [parse_variant(v) for v in (args.variant or DEFAULT_VARIANTS)]
-  size = common.Size(level="quick" if args.quick else "default")
+  size = common.Size(level="quick" if args.quick else args.size)
   device = jax.devices("mlx")[0]
   for case in common.selected_cases(args.only, size):
     programs = []

@@ -77,8 +77,17 @@ def time_norms(rounds: int, steps: int) -> None:
 
   # A scalar operand of a product: a 4-byte array of its own (MLX's pool of small buffers) or an
   # element of a 16-byte one (memory of its own, which the GPU migrates to itself on first use).
-  pooled, element = mx.array(1.0), mx.ones((4,))[0]
-  mx.eval(pooled, element)
+  pooled, element, read_back = mx.array(1.0), mx.ones((4,))[0], mx.ones((4,))[0]
+  mx.eval(pooled, element, read_back)
+  # A read on the host moves a GPU buffer to managed memory (MLX's Buffer::raw_ptr on CUDA),
+  # which migrates to the GPU at its first use there.
+  import numpy as np
+  np.asarray(read_back)
+  # Where managed buffers of 16 bytes made from host data lie: whether they share pages.
+  small = [mx.array([1.0, 2.0, 3.0, float(i)]) for i in range(4)]
+  addresses = [np.asarray(a).__array_interface__["data"][0] for a in small]
+  print("16-byte arrays from host data at offsets " +
+        ", ".join(str(a - addresses[0]) for a in addresses))
 
   def products(s):
     def f():
@@ -90,7 +99,8 @@ def time_norms(rounds: int, steps: int) -> None:
 
   ways = {"forward, weightless": forward(None, None), "forward, vectors": forward(ones, zeros),
           "gradient, weightless": backward(None, None), "gradient, vectors": backward(ones, zeros),
-          "x * pooled scalar": products(pooled), "x * element scalar": products(element)}
+          "x * pooled scalar": products(pooled), "x * element scalar": products(element),
+          "x * element, host-read": products(read_back)}
   results = {k: [] for k in ways}
   for _ in range(rounds):
     for k, f in ways.items():
@@ -101,7 +111,7 @@ def time_norms(rounds: int, steps: int) -> None:
         mx.eval(f())  # each call waited for: launch and kernel
       results[k].append((time.perf_counter() - t) / steps / chain * 1e6)
   for k, v in results.items():
-    print(f"[2048, 384] {k:21s} us per op: " + ", ".join(f"{t:.1f}" for t in v))
+    print(f"[2048, 384] {k:23s} us per op: " + ", ".join(f"{t:.1f}" for t in v))
 
 
 def main() -> None:
