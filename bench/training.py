@@ -35,7 +35,8 @@ def jax_train(device, loss_fn: Callable, params_np: Any, batch_np: tuple) -> Jax
     state[0], state[1], loss = step(state[0], state[1], batch)
     return state[0], state[1], loss
 
-  return JaxProgram(call, lambda out: out[2])
+  # One execution makes every output: waiting for the loss waits for the step (common.py).
+  return JaxProgram(call, lambda out: out[2], wait=lambda out: out[2])
 
 
 def mlx_train(model, loss_fn: Callable, batch: tuple) -> MlxProgram:
