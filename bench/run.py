@@ -153,7 +153,11 @@ def prepare_column(case: common.Case, col: str, device, reference) -> tuple[dict
 def time_columns(case: common.Case, progs: dict, reps: int) -> dict:
   """Per-unit time samples of each column, repetitions interleaved across the columns (ours,
   then native, then jax cpu, ..., reps times): a machine that slows down mid-run slows every
-  column alike, so the ratios hold. Returns {column: samples}, or the error a column raised."""
+  column alike, so the ratios hold. Each repetition starts with one untimed call of its column:
+  the first call after another column's work runs on cold caches (on the H200 a full-size
+  transformer step of either MLX column took ~3 ms longer right after a jax cpu step, which in
+  this order always came just before ours), and a loop in progress is what is timed. Returns
+  {column: samples}, or the error a column raised."""
   samples: dict = {col: [] for col in progs}
   failed: dict = {}
   for _ in range(reps):
@@ -161,6 +165,7 @@ def time_columns(case: common.Case, progs: dict, reps: int) -> dict:
       if col in failed:
         continue
       try:
+        prog.sync(prog.call())  # untimed: back into this column's loop
         t = time.perf_counter()
         for _ in range(case.inner):
           prog.sync(prog.call())
