@@ -10,7 +10,8 @@
 // reads it, so it never moves to managed memory.
 //
 // JAXMLX_DEVICE_SCALARS: `1`/`0` turn it on or off (on the CPU too, for tests: the same values,
-// other buffers); by default on with MLX's CUDA backend. Read when a program is compiled.
+// other buffers); by default on with MLX's CUDA backend. Read when a program is compiled; applies
+// to replayed graphs (JAXMLX_COMPILE=replay, CUDA's default).
 #pragma once
 
 #include <vector>

@@ -572,7 +572,9 @@ Status ExecutableImpl::init() {
   }
   mode_ = graph_mode(*worker_);
   fuse_ = chain_fuser(mode_, worker_->info().is_gpu);
-  device_scalars_ = mode_ != GraphMode::kEager && device_scalars_enabled();
+  // Replayed graphs only: under kFused MLX writes the scalar constants its kernels read into
+  // their source, which a view of a copy would stop.
+  device_scalars_ = mode_ == GraphMode::kReplay && device_scalars_enabled();
   // Fused kernels are built (and may fail) when evaluated: the worker evaluates those runs
   // itself, to redo a failed one eagerly. Metal's runs are waited for on the worker (no Mac
   // here to check MLX's Metal events from a second thread).
