@@ -151,12 +151,12 @@ def prepare_column(case: common.Case, col: str, device, reference) -> tuple[dict
 
 
 def time_columns(case: common.Case, progs: dict, reps: int) -> dict:
-  """Per-unit time samples of each column, repetitions interleaved across the columns (ours,
-  then native, then jax cpu, ..., reps times): a machine that slows down mid-run slows every
+  """Per-unit time samples of each column, repetitions interleaved across the columns (in
+  `progs`' order: jax cpu, ours, native, ..., reps times): a machine that slows down mid-run slows every
   column alike, so the ratios hold. Each repetition starts with one untimed call of its column:
   the first call after another column's work runs on cold caches (on the H200 a full-size
-  transformer step of either MLX column took ~3 ms longer right after a jax cpu step, which in
-  this order always came just before ours), and a loop in progress is what is timed. Returns
+  transformer step of either MLX column took ~3 ms longer right after a jax cpu step, which
+  always came just before ours), and a loop in progress is what is timed. Returns
   {column: samples}, or the error a column raised."""
   samples: dict = {col: [] for col in progs}
   failed: dict = {}
