@@ -477,7 +477,7 @@ def test_graph_dot_names_each_arrays_dtype_and_shape(tmp_path):
   # its dtype and its shape, each primitive a rectangle.
   dot = tmp_path / "g.dot"
   env = dict(os.environ, JAXMLX_GRAPH_DOT=str(dot), JAXMLX_COMPILE="replay",
-             JAXMLX_CPU_FUSION="0")
+             JAXMLX_CPU_FUSION="0", JAXMLX_GPU_FUSION="0")  # the primitives as lowered
   run_child(DOT_CHILD, env)
   text = dot.read_text()
   assert text.startswith("digraph"), text[:200]
