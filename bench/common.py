@@ -333,9 +333,11 @@ def markdown(report: dict) -> str:
       row.append("—" if ct is None else f"{ct:.2f} s")
     for c in cols:
       col = r["columns"].get(c) or {}
-      peak = fmt_bytes(col.get("peak_bytes")) if col.get("status") == "ok" else "—"
-      if col.get("status") == "ok" and col.get("warm_peak_bytes") is not None:
-        peak += " / " + fmt_bytes(col["warm_peak_bytes"])
+      peak = "—"
+      if col.get("status") == "ok":
+        peak = fmt_bytes(col.get("peak_bytes"))
+        if col.get("warm_peak_bytes") is not None:
+          peak += " / " + fmt_bytes(col["warm_peak_bytes"])
       row.append(peak)
     lines.append("| " + " | ".join(row) + " |")
   return "\n".join(lines) + "\n"

@@ -117,10 +117,11 @@ mx::array swapped_matrix(const mx::array& x, const std::vector<int64_t>& batch,
   bool in_memory_order = !rows.empty() && !cols.empty();
   for (size_t i = 0; in_memory_order && i < order.size(); ++i)
     in_memory_order = order[i] == static_cast<int>(i);
-  // complex64: cuBLASLt finds no algorithm for some such views on CUDA (status 15, NOT_SUPPORTED,
-  // for a computed operand; tests/ops/test_dot.py), so a complex operand is permuted and copied.
+  // A single row and column dim is a transpose either way. A complex64 operand takes the
+  // permuted form (a copy where dims merge): on CUDA cuBLASLt found no algorithm (status 15,
+  // NOT_SUPPORTED) for a computed one taken as it lay (tests/ops/test_dot.py).
   if (!in_memory_order || (rows.size() == 1 && cols.size() == 1) || x.dtype() == mx::complex64)
-    return reshape_view(permuted, shape);  // a single row and column dim: a transpose either way
+    return reshape_view(permuted, shape);
   mx::Shape as_laid = shape;
   std::swap(as_laid[as_laid.size() - 1], as_laid[as_laid.size() - 2]);
   return mx::swapaxes(reshape_view(x, as_laid), -1, -2);
