@@ -143,3 +143,20 @@ def test_donating_a_buffer_passed_twice_is_an_error_and_keeps_it(mlx_device):
   np.testing.assert_array_equal(np.asarray(x), np.arange(10, dtype=np.float32))
   y = jax.device_put(np.ones(10, np.float32), mlx_device)
   np.testing.assert_array_equal(np.asarray(f(x, y)), np.arange(10, dtype=np.float32) + 1)
+
+
+@pytest.mark.parametrize("donated,other", [(37, 3), (3, 37)])
+def test_a_donated_buffer_passed_again_is_found_among_many_arguments(mlx_device, donated, other):
+  # Found by sorting the arguments (a training step passes hundreds of donated buffers): the
+  # error names the donated one and its other use, whichever comes first.
+  n = 48
+  f = jax.jit(lambda *xs: sum(xs), donate_argnums=(donated,))
+  xs = [jax.device_put(np.full(4, i, np.float32), mlx_device) for i in range(n)]
+  args = list(xs)
+  args[donated] = xs[other]
+  with pytest.raises(Exception, match=f"argument {donated} is donated and also passed as "
+                                      f"argument {other}"):
+    f(*args).block_until_ready()
+  np.testing.assert_array_equal(np.asarray(xs[other]), np.full(4, other, np.float32))
+  total = sum(range(n))
+  np.testing.assert_array_equal(np.asarray(f(*xs)), np.full(4, total, np.float32))
