@@ -86,9 +86,16 @@ StatusOr<mx::array> batched_product(LowerContext& ctx, const ir::Op& op, const m
   if (ir::is_float(out) || ir::is_complex(out)) {
     const mx::Dtype c = ir::is_complex(out) || ir::is_complex(lt) || ir::is_complex(rt)
                             ? mx::complex64 : mx::float32;
-    mx::array rc = mx::astype(r, c);
-    if (!r_row_major && row_major_rhs_pays(l.shape(-2))) rc = mx::contiguous(rc);
-    return mx::astype(mx::matmul(mx::astype(l, c), rc), out_dt);
+    mx::array lc = mx::astype(l, c), rc = mx::astype(r, c);
+    if (c == mx::complex64) {
+      // Complex operands go in row-major: MLX's CUDA matmul handed cuBLASLt a transposed view of
+      // a reversed batch (a negative batch stride) and found no algorithm (status 15,
+      // NOT_SUPPORTED; tests/ops/test_dot.py's computed operands).
+      lc = mx::contiguous(lc), rc = mx::contiguous(rc);
+    } else if (!r_row_major && row_major_rhs_pays(l.shape(-2))) {
+      rc = mx::contiguous(rc);
+    }
+    return mx::astype(mx::matmul(lc, rc), out_dt);
   }
   if (ir::is_complex(lt) || ir::is_complex(rt) || ir::is_float(lt) || ir::is_float(rt))
     return ctx.unsupported(op, "float operands with an integer result");
@@ -117,11 +124,8 @@ mx::array swapped_matrix(const mx::array& x, const std::vector<int64_t>& batch,
   bool in_memory_order = !rows.empty() && !cols.empty();
   for (size_t i = 0; in_memory_order && i < order.size(); ++i)
     in_memory_order = order[i] == static_cast<int>(i);
-  // A single row and column dim is a transpose either way. A complex64 operand takes the
-  // permuted form (a copy where dims merge): on CUDA cuBLASLt found no algorithm (status 15,
-  // NOT_SUPPORTED) for a computed one taken as it lay (tests/ops/test_dot.py).
-  if (!in_memory_order || (rows.size() == 1 && cols.size() == 1) || x.dtype() == mx::complex64)
-    return reshape_view(permuted, shape);
+  if (!in_memory_order || (rows.size() == 1 && cols.size() == 1))
+    return reshape_view(permuted, shape);  // a single row and column dim: a transpose either way
   mx::Shape as_laid = shape;
   std::swap(as_laid[as_laid.size() - 1], as_laid[as_laid.size() - 2]);
   return mx::swapaxes(reshape_view(x, as_laid), -1, -2);
