@@ -88,9 +88,10 @@ StatusOr<mx::array> batched_product(LowerContext& ctx, const ir::Op& op, const m
                             ? mx::complex64 : mx::float32;
     mx::array lc = mx::astype(l, c), rc = mx::astype(r, c);
     if (c == mx::complex64) {
-      // Complex operands go in row-major: MLX's CUDA matmul handed cuBLASLt a transposed view of
-      // a reversed batch (a negative batch stride) and found no algorithm (status 15,
-      // NOT_SUPPORTED; tests/ops/test_dot.py's computed operands).
+      // Complex operands go in row-major: for a batched product of computed complex operands
+      // taken as views (a reversed batch transposed, times `b * 2`; tests/ops/test_dot.py)
+      // cuBLASLt found no algorithm on CUDA (status 15, NOT_SUPPORTED), where the same views of
+      // a stored complex array multiply fine in MLX alone.
       lc = mx::contiguous(lc), rc = mx::contiguous(rc);
     } else if (!r_row_major && row_major_rhs_pays(l.shape(-2))) {
       rc = mx::contiguous(rc);
