@@ -237,9 +237,9 @@ Status execute(PJRT_LoadedExecutable_Execute_Args* args) {
   }
   RETURN_IF_ERROR(check_donated_once(inputs, donate));
 
-  std::vector<std::shared_ptr<runtime::Buffer>> outputs;
-  outputs.reserve(info.exec->outputs().size());
   const auto& out_specs = info.exec->outputs();
+  std::vector<std::shared_ptr<runtime::Buffer>> outputs;
+  outputs.reserve(out_specs.size());
   for (size_t j = 0; j < out_specs.size(); ++j) {
     int type = info.output_types[j];
     auto storage = type == PJRT_Buffer_Type_TOKEN ? runtime::Storage{mlx::core::bool_, 1, 0}
