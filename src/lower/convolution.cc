@@ -11,6 +11,7 @@
 // since MLX needs 1-3. Bool convolutions are XLA's or-of-and: an exact integer count of the
 // true products, then != 0.
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
 #include <optional>
@@ -231,12 +232,96 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
 
 // MLX 0.32's CUDA backend: its convolution of an input dilated by MLX itself gave wrong values
 // on an H200 (jax's conv_transpose with VALID or explicit padding, strides (2, 2) and (3, 2);
-// SAME passed; which cases failed changed between runs). There the input is dilated explicitly
-// and MLX convolves an undilated one. Metal and the CPU are not affected.
+// SAME passed; which cases failed changed between runs). MLX's cache of cuDNN graphs
+// (mlx/backend/cuda/conv.cpp) keys a convolution by its shapes, strides, paddings, kernel
+// dilation, groups and flip, not by its input dilation: MLX alone there, a flipped convolution
+// (MLX's own input gradients) of input dilation (3, 2) run after one of (2, 2) with the same
+// shapes and padding got the first one's graph (max error 45; right alone). Input-dilated
+// convolutions are output phases on CUDA (phase_conv); what those do not take has its input
+// dilated explicitly here, and MLX convolves an undilated one. Metal and the CPU are not affected.
 bool cuda_mishandles_input_dilation() { return on_cuda_gpu(); }
+
+// Whether an input-dilated float convolution is computed as one undilated convolution per output
+// phase (`phase_conv`): JAXMLX_CONV_PHASES=1/0, read at each compile. Default on the CPU and
+// CUDA, not on Metal, whose 2-D convolution of a dilated input splits the output into the same
+// phases inside one kernel (MLX's implicit_gemm_conv_2D_general_gpu).
+bool phases_wanted() {
+  const char* v = std::getenv("JAXMLX_CONV_PHASES");
+  if (v != nullptr && *v != '\0') return *v != '0';
+  return mx::default_device().type == mx::Device::cpu || on_cuda_gpu();
+}
+
+constexpr int64_t kMaxPhases = 64;  // output phases of one convolution (a 3-D stride-4 transpose)
+
+mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t groups);
+
+// A convolution of an input dilated by D (jax's input gradients of strided convolutions,
+// transposed convolutions) without the dilated input: output position o = q * D + p reads input
+// element (o + k - lo) / D only for the kernel offsets k = r + m * D, r = (lo - p) mod D, so each
+// output phase p is a stride-1 convolution of the undilated input by the kernel's taps r::D,
+// shifted by c = (p + r - lo) / D: y[q * D + p] = sum_m w[r + m * D] * x[q + m + c] (zero outside
+// x). A phase without taps stays zero. The phases are written into the result with strided slice
+// updates. The taps are gathered, not sliced: a gather writes a new array, where a slice of a
+// transposed kernel can be a row-contiguous view at an offset that cuDNN rejects on CUDA
+// (CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER: MLX hands such a view over as it lies). Nothing of the dilated input's size exists (on CUDA, where MLX's own input dilation is
+// wrong, dilating it explicitly made resnet's step peak 13 % above native MLX's), and the products
+// by its zeros are skipped: the phases together multiply by the kernel's taps once. Dims with
+// D > 1 need window stride 1 and an undilated kernel (jax's input gradients have both); nullopt
+// otherwise or beyond kMaxPhases phases.
+std::optional<mx::array> phase_conv(const mx::array& x, const mx::array& w, const ConvSpec& s,
+                                    int64_t groups) {
+  const int nsp = s.nsp;
+  std::vector<int> dilated;
+  int64_t phases = 1;
+  mx::Shape out{x.shape(0)};
+  for (int d = 0; d < nsp; ++d) {
+    const int64_t dil = s.lhs_dil[d], k = w.shape(d + 1);
+    const int64_t padded = (x.shape(d + 1) - 1) * dil + 1 + s.pad_lo[d] + s.pad_hi[d];
+    const int64_t span = (k - 1) * s.rhs_dil[d] + 1;
+    if (padded < span) return std::nullopt;
+    out.push_back(static_cast<int>((padded - span) / s.strides[d] + 1));
+    if (dil == 1) continue;
+    if (s.strides[d] != 1 || s.rhs_dil[d] != 1) return std::nullopt;
+    dilated.push_back(d);
+    phases *= dil;
+  }
+  out.push_back(w.shape(0));
+  if (dilated.empty() || phases > kMaxPhases) return std::nullopt;
+  mx::array y = mx::zeros(out, mx::float32);
+  std::vector<int64_t> dims;
+  for (int d : dilated) dims.push_back(s.lhs_dil[d]);
+  for (const std::vector<int64_t>& p : box_offsets(dims)) {
+    ConvSpec ps = s;
+    mx::array kernel = w;
+    mx::Shape ys(out.size(), 0), ye = out, ystep(out.size(), 1);
+    bool empty = false;
+    for (size_t i = 0; i < dilated.size() && !empty; ++i) {
+      const int d = dilated[i];
+      const int64_t dil = s.lhs_dil[d], k = w.shape(d + 1), len = x.shape(d + 1);
+      const int64_t os = out[d + 1], lo = s.pad_lo[d];
+      const int64_t r = ((lo - p[i]) % dil + dil) % dil;
+      const int64_t taps = k > r ? (k - r + dil - 1) / dil : 0;
+      const int64_t q = os > p[i] ? (os - p[i] + dil - 1) / dil : 0;
+      const int64_t c = (p[i] + r - lo) / dil;  // exact: p + r - lo is a multiple of dil
+      // Input elements read: [c, c + q + taps - 2]; none inside x leaves the phase zero.
+      empty = taps == 0 || q == 0 || c > len - 1 || c + q + taps - 2 < 0;
+      ps.lhs_dil[d] = 1;
+      ps.pad_lo[d] = -c;
+      ps.pad_hi[d] = q + taps - 1 - len + c;
+      if (!empty) kernel = mx::take(kernel, mx::arange(r, r + taps * dil, dil, mx::int32), d + 1);
+      ys[d + 1] = static_cast<int>(p[i]), ystep[d + 1] = static_cast<int>(dil);
+    }
+    if (empty) continue;
+    mx::array phase = float_conv(x, kernel, ps, groups);
+    y = mx::slice_update(y, phase, ys, ye, ystep);
+  }
+  return y;
+}
 
 // A float convolution of canonical operands (f32), output [N, OS..., O].
 mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t groups) {
+  if (phases_wanted())
+    if (std::optional<mx::array> y = phase_conv(x, w, s, groups)) return *y;
   auto ints = [](const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); };
   const bool negative =
       std::any_of(s.pad_lo.begin(), s.pad_lo.end(), [](int64_t p) { return p < 0; }) ||
@@ -244,8 +329,11 @@ mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t
   std::vector<int64_t> lo = s.pad_lo, hi = s.pad_hi, ldil = s.lhs_dil;
   if (negative || (cuda_mishandles_input_dilation() &&
                    std::any_of(ldil.begin(), ldil.end(), [](int64_t d) { return d > 1; }))) {
-    // MLX cannot crop; pad (and dilate, which precedes cropping in StableHLO) explicitly.
+    // MLX cannot crop; pad (and dilate, which precedes cropping in StableHLO) explicitly. On
+    // CUDA a crop is gathered into a new array: cropping one image [1, S..., C] along its first
+    // spatial dim leaves a row-contiguous view at an offset cuDNN may not accept (phase_conv).
     x = pad_input(x, s);
+    if (negative && on_cuda_gpu()) x = mx::take(x, mx::arange(0, x.shape(1), 1, mx::int32), 1);
     std::fill(lo.begin(), lo.end(), 0);
     std::fill(hi.begin(), hi.end(), 0);
     std::fill(ldil.begin(), ldil.end(), 1);

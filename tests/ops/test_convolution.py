@@ -30,6 +30,15 @@ from tests.ops.harness import check
 F32_SUM_TOL = dict(rtol=1e-5, atol=1e-5)
 
 
+@pytest.fixture(params=["1", "0"], ids=["phases", "dilated"])
+def phases(request, monkeypatch):
+  """Both ways of an input-dilated float convolution: one undilated convolution per output phase
+  (the CPU's and CUDA's default: src/lower/convolution.cc, phase_conv), or the input dilated
+  (patches over it on the CPU, MLX's own dilation elsewhere)."""
+  monkeypatch.setenv("JAXMLX_CONV_PHASES", request.param)
+  return request.param
+
+
 def small_ints(dt, shape, seed=0, lo=-4, hi=5):
   """Small integer values in `dt` (floats too: their products and sums are exact)."""
   rng = np.random.default_rng(seed)
@@ -65,6 +74,7 @@ def test_conv2d_layouts(dn, padding, strides):
 # ---- dilations ------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("phases")
 @pytest.mark.parametrize("lhs_dil,rhs_dil,padding,strides", [
     ((1, 1), (2, 2), "VALID", (1, 1)),
     ((1, 1), (2, 3), "SAME", (2, 1)),
@@ -79,6 +89,86 @@ def test_conv2d_dilations(lhs_dil, rhs_dil, padding, strides):
   x = small_ints(np.float32, (2, 3, 6, 5), 3)
   w = small_ints(np.float32, (2, 3, 3, 2), 4)
   check(lambda a, b: lax.conv_general_dilated(a, b, strides, padding, lhs_dil, rhs_dil), x, w)
+
+
+# ---- input dilation by output phases --------------------------------------------------------
+# Output position q * D + p of an input dilated by D reads the kernel's taps r::D only (src/lower/
+# convolution.cc, phase_conv): phases without taps, paddings beyond the kernel or cropping whole
+# phases, the most phases (64) and one more, and what phases do not take (a stride or a dilated
+# kernel along a dilated dim: the input is dilated).
+
+
+@pytest.mark.usefixtures("phases")
+@pytest.mark.parametrize("lhs_dil,k,padding,strides,rhs_dil", [
+    ((4,), 3, [(2, 2)], (1,), (1,)),            # dilation beyond the kernel: empty phases
+    ((3,), 2, [(0, 0)], (1,), (1,)),
+    ((2,), 3, [(5, 4)], (1,), (1,)),            # padding beyond the kernel
+    ((2,), 3, [(-3, -4)], (1,), (1,)),          # cropping
+    ((3,), 4, [(-5, 6)], (1,), (1,)),
+    ((5,), 2, [(-9, -9)], (1,), (1,)),          # cropping all but one element per side
+    ((4,), 1, [(-21, 30)], (1,), (1,)),         # phases reading only past the input's end
+    ((4,), 2, [(30, -21)], (1,), (1,)),         # phases reading only before its start
+    ((2, 1), 3, [(1, 2), (0, 0)], (1, 2), (1, 1)),  # a stride along an undilated dim
+    ((2, 3), 2, [(0, 1), (2, 0)], (1, 1), (2, 1)),  # a dilated kernel along an undilated dim
+    ((4, 4, 4), 2, [(1, 1)] * 3, (1, 1, 1), (1, 1, 1)),  # 64 phases
+    ((4, 4, 5), 2, [(1, 1)] * 3, (1, 1, 1), (1, 1, 1)),  # 80: dilated instead
+    ((2,), 3, [(1, 1)], (1,), (2,)),            # a dilated kernel along a dilated dim
+    ((2,), 3, [(1, 1)], (2,), (1,)),            # a stride along a dilated dim
+], ids=str)
+def test_input_dilation_edges(lhs_dil, k, padding, strides, rhs_dil):
+  n = len(lhs_dil)
+  x = small_ints(np.float32, (2, 3) + (5, 4, 3)[:n], 77)
+  w = small_ints(np.float32, (4, 3) + (k,) * n, 78)
+  check(lambda a, b: lax.conv_general_dilated(a, b, strides, padding, lhs_dil, rhs_dil), x, w)
+
+
+@pytest.mark.usefixtures("phases")
+@pytest.mark.parametrize("lhs_dil", [(1, 1), (2, 3)], ids=str)
+def test_crops_of_one_image(lhs_dil):
+  # Cropping one NHWC image along H (or a phase's taps of a transposed kernel) leaves a
+  # row-contiguous view at an offset of 15 floats, which cuDNN rejects as misaligned on CUDA.
+  x = small_ints(np.float32, (1, 5, 5, 3), 85)
+  w = small_ints(np.float32, (3, 3, 3, 2), 86)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (1, 1), [(-1, 0), (-2, 0)], lhs_dil,
+                                              dimension_numbers=("NHWC", "HWIO", "NHWC")), x, w)
+
+
+def test_a_dim_cropped_at_one_end_and_padded_at_the_other():
+  # XLA's CPU convolution (jaxlib 0.10.2) of a dim padded (-2, 1) reads past the input's end,
+  # into the next row, where the padding's zero is: the reference here is the same padding made
+  # explicit (lax.pad) before a VALID convolution, which jax's CPU computes right.
+  from tests.ops.harness import assert_same, run_on
+  x = small_ints(np.float32, (1, 5, 5, 3), 87)
+  w = small_ints(np.float32, (3, 3, 3, 2), 88)
+  dn = ("NHWC", "HWIO", "NHWC")
+  padding = [(0, 0), (-2, 1)]
+
+  def padded(a, b):
+    a = lax.pad(a, np.float32(0), [(0, 0, 0)] + [(lo, hi, 0) for lo, hi in padding] + [(0, 0, 0)])
+    return lax.conv_general_dilated(a, b, (1, 1), "VALID", dimension_numbers=dn)
+
+  got = run_on(jax.devices("mlx")[0],
+               lambda a, b: lax.conv_general_dilated(a, b, (1, 1), padding, dimension_numbers=dn),
+               x, w)
+  assert_same(got, run_on(jax.devices("cpu")[0], padded, x, w))
+
+
+@pytest.mark.usefixtures("phases")
+@pytest.mark.parametrize("groups", [2, 6])
+def test_input_dilation_with_groups(groups):
+  x = small_ints(np.float32, (2, 7, 6, 6), 79)
+  w = small_ints(np.float32, (3, 3, 6 // groups, 12), 80)
+  check(lambda a, b: lax.conv_general_dilated(a, b, (1, 1), [(2, 1), (0, 2)], (3, 2),
+                                              feature_group_count=groups,
+                                              dimension_numbers=("NHWC", "HWIO", "NHWC")), x, w)
+
+
+@pytest.mark.usefixtures("phases")
+def test_input_dilation_complex64():
+  x = (small_ints(np.float32, (2, 3, 6), 81) + 1j * small_ints(np.float32, (2, 3, 6), 82))
+  w = (small_ints(np.float32, (4, 3, 3), 83) - 2j * small_ints(np.float32, (4, 3, 3), 84))
+  check(lambda a, b: lax.conv_general_dilated(a, b, (1,), [(1, 2)], (2,)),
+        x.astype(np.complex64), w.astype(np.complex64))
 
 
 # ---- 1-D and 3-D ------------------------------------------------------------------------------
@@ -159,6 +249,7 @@ def test_depthwise(cfg):
   check(jax.grad(lambda a, b: jnp.sum(jnp.tanh(f(a, b))), argnums=(0, 1)), x, w, **F32_SUM_TOL)
 
 
+@pytest.mark.usefixtures("phases")
 def test_depthwise_conv_transpose():
   x = rand(np.float32, (2, 5, 6, 4), 75)
   w = rand(np.float32, (3, 3, 1, 4), 76)
@@ -379,6 +470,7 @@ def test_bool_conv_all_true_and_empty():
 # ---- conv_transpose -------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("phases")
 @pytest.mark.parametrize("strides", [(1, 1), (2, 2), (3, 2)], ids=str)
 @pytest.mark.parametrize("padding", ["SAME", "VALID", [(1, 2), (0, 1)]], ids=str)
 def test_conv_transpose(strides, padding):
@@ -388,6 +480,7 @@ def test_conv_transpose(strides, padding):
                                         dimension_numbers=("NHWC", "HWIO", "NHWC")), x, w)
 
 
+@pytest.mark.usefixtures("phases")
 @pytest.mark.parametrize("transpose_kernel", [False, True])
 @pytest.mark.parametrize("rhs_dil", [(1,), (2,)], ids=str)
 def test_conv_transpose_1d(transpose_kernel, rhs_dil):
@@ -432,6 +525,7 @@ def cnn(x, w1, w2, groups):
   return jnp.sum(y * y)
 
 
+@pytest.mark.usefixtures("phases")
 @pytest.mark.parametrize("groups", [1, 2, 4])
 @pytest.mark.parametrize("argnums", [0, 1, 2], ids=["dx", "dw1", "dw2"])
 def test_cnn_grad(groups, argnums):
@@ -441,6 +535,7 @@ def test_cnn_grad(groups, argnums):
   check(jax.grad(lambda *a: cnn(*a, groups), argnums=argnums), x, w1, w2, **F32_SUM_TOL)
 
 
+@pytest.mark.usefixtures("phases")
 @pytest.mark.parametrize("groups", [1, 3])
 def test_conv_grads_exact(groups):
   # Integer-valued floats: the gradients of a linear loss are exact sums, so order-free.
