@@ -19,7 +19,9 @@ def jax_train(device, loss_fn: Callable, params_np: Any, batch_np: tuple) -> Jax
   opt = optax.adam(LR, b1=B1, b2=B2, eps=EPS)
   params = jax.device_put(params_np, device)
   batch = jax.device_put(batch_np, device)
-  opt_state = jax.jit(opt.init)(params)
+  # Committed to the device like the step's outputs: jit(opt.init)'s are not (their sharding is
+  # unspecified), and jax would compile the step a second time on its second call.
+  opt_state = jax.device_put(jax.jit(opt.init)(params), device)
 
   # Parameters and optimizer state are donated, as JAX training loops do (and as MLX's compiled
   # step replaces its state): the old ones are not kept alive beside the new.
