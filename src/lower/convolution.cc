@@ -15,6 +15,7 @@
 #include <functional>
 #include <numeric>
 #include <optional>
+#include <string_view>
 
 #include "lower/shape_util.h"
 #include "lower/util.h"
@@ -261,9 +262,7 @@ mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t
 // output phase p is a stride-1 convolution of the undilated input by the kernel's taps r::D,
 // shifted by c = (p + r - lo) / D: y[q * D + p] = sum_m w[r + m * D] * x[q + m + c] (zero outside
 // x). A phase without taps stays zero. The phases are written into the result with strided slice
-// updates. The taps are gathered, not sliced: a gather writes a new array, where a slice of a
-// transposed kernel can be a row-contiguous view at an offset that cuDNN rejects on CUDA
-// (CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER: MLX hands such a view over as it lies). Nothing of the dilated input's size exists (on CUDA, where MLX's own input dilation is
+// updates. Nothing of the dilated input's size exists (on CUDA, where MLX's own input dilation is
 // wrong, dilating it explicitly made resnet's step peak 13 % above native MLX's), and the products
 // by its zeros are skipped: the phases together multiply by the kernel's taps once. Dims with
 // D > 1 need window stride 1 and an undilated kernel (jax's input gradients have both); nullopt
@@ -292,7 +291,7 @@ std::optional<mx::array> phase_conv(const mx::array& x, const mx::array& w, cons
   for (int d : dilated) dims.push_back(s.lhs_dil[d]);
   for (const std::vector<int64_t>& p : box_offsets(dims)) {
     ConvSpec ps = s;
-    mx::array kernel = w;
+    mx::Shape ks(w.ndim(), 0), ke = w.shape(), kstep(w.ndim(), 1);
     mx::Shape ys(out.size(), 0), ye = out, ystep(out.size(), 1);
     bool empty = false;
     for (size_t i = 0; i < dilated.size() && !empty; ++i) {
@@ -308,14 +307,34 @@ std::optional<mx::array> phase_conv(const mx::array& x, const mx::array& w, cons
       ps.lhs_dil[d] = 1;
       ps.pad_lo[d] = -c;
       ps.pad_hi[d] = q + taps - 1 - len + c;
-      if (!empty) kernel = mx::take(kernel, mx::arange(r, r + taps * dil, dil, mx::int32), d + 1);
+      ks[d + 1] = static_cast<int>(r), kstep[d + 1] = static_cast<int>(dil);
       ys[d + 1] = static_cast<int>(p[i]), ystep[d + 1] = static_cast<int>(dil);
     }
     if (empty) continue;
-    mx::array phase = float_conv(x, kernel, ps, groups);
+    mx::array phase = float_conv(x, mx::slice(w, ks, ke, kstep), ps, groups);
     y = mx::slice_update(y, phase, ys, ye, ystep);
   }
   return y;
+}
+
+// An operand of MLX's convolution as cuDNN takes it. MLX hands a row-contiguous view to cuDNN as
+// it lies, at its offset (it copies only other views), and on an H200 cuDNN rejected one: a
+// phase's taps sliced from a transposed kernel (phase_conv; CUDNN_STATUS_BAD_PARAM_MISALIGNED_
+// POINTER in test_conv_transpose_1d). Crops of one image [1, S..., C] along its first spatial dim
+// are views of the same kind (they passed there). On CUDA an operand that may be one (a slice,
+// through any reshapes and transposes) is gathered into a new array; a view that is not
+// row-contiguous would have been copied by MLX anyway.
+mx::array cudnn_operand(const mx::array& a) {
+  if (!on_cuda_gpu()) return a;
+  for (const mx::array* v = &a; v->has_primitive(); v = &v->inputs()[0]) {
+    const std::string_view name = v->primitive().name();
+    if (name == "Slice" || name == "AsStrided")
+      return mx::take(a, mx::arange(0, a.shape(1), 1, mx::int32), 1);
+    if (name != "Reshape" && name != "Transpose" && name != "ExpandDims" && name != "Squeeze" &&
+        name != "Flatten" && name != "Unflatten")
+      break;
+  }
+  return a;
 }
 
 // A float convolution of canonical operands (f32), output [N, OS..., O].
@@ -329,11 +348,8 @@ mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t
   std::vector<int64_t> lo = s.pad_lo, hi = s.pad_hi, ldil = s.lhs_dil;
   if (negative || (cuda_mishandles_input_dilation() &&
                    std::any_of(ldil.begin(), ldil.end(), [](int64_t d) { return d > 1; }))) {
-    // MLX cannot crop; pad (and dilate, which precedes cropping in StableHLO) explicitly. On
-    // CUDA a crop is gathered into a new array: cropping one image [1, S..., C] along its first
-    // spatial dim leaves a row-contiguous view at an offset cuDNN may not accept (phase_conv).
+    // MLX cannot crop; pad (and dilate, which precedes cropping in StableHLO) explicitly.
     x = pad_input(x, s);
-    if (negative && on_cuda_gpu()) x = mx::take(x, mx::arange(0, x.shape(1), 1, mx::int32), 1);
     std::fill(lo.begin(), lo.end(), 0);
     std::fill(hi.begin(), hi.end(), 0);
     std::fill(ldil.begin(), ldil.end(), 1);
@@ -342,8 +358,8 @@ mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t
   padded.pad_lo = lo, padded.pad_hi = hi, padded.lhs_dil = ldil;
   if (std::optional<mx::array> y = patch_matmul_conv(x, w, padded, groups)) return *y;
   auto conv = [&](const mx::array& a, const mx::array& b, int g) {
-    return mx::conv_general(a, b, ints(s.strides), ints(lo), ints(hi), ints(s.rhs_dil), ints(ldil),
-                            g);
+    return mx::conv_general(cudnn_operand(a), cudnn_operand(b), ints(s.strides), ints(lo), ints(hi),
+                            ints(s.rhs_dil), ints(ldil), g);
   };
   if (groups == 1 || s.nsp <= 2) return conv(x, w, static_cast<int>(groups));
   // MLX groups only 1- and 2-D convolutions: one convolution per group, concatenated.

@@ -125,11 +125,20 @@ def test_input_dilation_edges(lhs_dil, k, padding, strides, rhs_dil):
 @pytest.mark.usefixtures("phases")
 @pytest.mark.parametrize("lhs_dil", [(1, 1), (2, 3)], ids=str)
 def test_crops_of_one_image(lhs_dil):
-  # Cropping one NHWC image along H (or a phase's taps of a transposed kernel) leaves a
-  # row-contiguous view at an offset of 15 floats, which cuDNN rejects as misaligned on CUDA.
+  # Cropping one NHWC image along H leaves a row-contiguous view at an offset of 15 floats, the
+  # kind of view cuDNN rejected as misaligned on CUDA for a phase's kernel taps
+  # (src/lower/convolution.cc, cudnn_operand).
   x = small_ints(np.float32, (1, 5, 5, 3), 85)
   w = small_ints(np.float32, (3, 3, 3, 2), 86)
   check(lambda a, b: lax.conv_general_dilated(a, b, (1, 1), [(-1, 0), (-2, 0)], lhs_dil,
+                                              dimension_numbers=("NHWC", "HWIO", "NHWC")), x, w)
+
+
+def test_a_slice_of_one_image():
+  # jax's own slice of one image along H: also a row-contiguous view at an offset.
+  x = small_ints(np.float32, (1, 6, 5, 3), 89)
+  w = small_ints(np.float32, (3, 2, 3, 2), 90)
+  check(lambda a, b: lax.conv_general_dilated(a[:, 1:], b, (1, 1), "SAME",
                                               dimension_numbers=("NHWC", "HWIO", "NHWC")), x, w)
 
 
