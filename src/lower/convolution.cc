@@ -4,7 +4,8 @@
 // (input [N, spatial..., C], kernel [O, spatial..., I]), the result is transposed back.
 // batch_group_count folds into feature groups (the batch groups move next to the features).
 // Floats (f16/bf16/f32, or integer operands with a float result) compute in f32 through
-// mx::conv_general and round once; complex64 is four real convolutions. Integers are exact and
+// mx::conv_general (on the CPU mostly patch matmuls; a dilated input as one convolution per
+// output phase, phase_conv) and round once; complex64 is four real convolutions. Integers are exact and
 // wrap like XLA: one integer multiply-and-sum over the features per kernel offset, in the
 // result type (MLX convolutions are float-only). precision_config is ignored.
 // A 0-D convolution (no spatial dims: a grouped matmul) convolves over one unit spatial dim,
