@@ -169,7 +169,8 @@ mx::array depthwise_conv(const mx::array& xp, const mx::array& w, const mx::Shap
 // convolutions went there; 2.3x a 3x3 conv of 4 groups). Depthwise convolutions (one input
 // feature per group) are a sum of shifted inputs times the kernel's taps instead, with no patches
 // (`depthwise_conv`). So on the CPU every float convolution whose input is dilated at most 4x
-// over all takes this path; elsewhere only a dilated kernel with an undilated input and no
+// over all takes this path (most dilated inputs reach it undilated, one output phase at a time:
+// phase_conv); elsewhere only a dilated kernel with an undilated input and no
 // groups (jax's weight gradients of strided convolutions; MLX's GPU convolutions handle the rest
 // better). nullopt: none of those, or the patches would be too large (MLX's own convolution).
 std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& w,
