@@ -332,9 +332,7 @@ mx::array cudnn_operand(const mx::array& a) {
     const std::string_view name = v->primitive().name();
     if (name == "Slice" || name == "AsStrided")
       return mx::take(a, mx::arange(0, a.shape(1), 1, mx::int32), 1);
-    if (name != "Reshape" && name != "Transpose" && name != "ExpandDims" && name != "Squeeze" &&
-        name != "Flatten" && name != "Unflatten")
-      break;
+    if (name != "Transpose" && !is_pending_reshape(*v)) break;
   }
   return a;
 }
