@@ -74,16 +74,13 @@ def main() -> None:
     name = name.replace("8x", f"{args.batch}x", 1)
     n, h, w_, c = shape
     x = rng.standard_normal(shape).astype(np.float32)
-    if kind == "transpose":
-      w = (rng.standard_normal((k, k, c, o)) / np.sqrt(k * k * c)).astype(np.float32)
-      args_np = (x, w)
-      native_args = (mx.array(x), mx.array(np.ascontiguousarray(w.transpose(3, 0, 1, 2))))
-    else:
-      w = (rng.standard_normal((k, k, c, o)) / np.sqrt(k * k * c)).astype(np.float32)
-      ct = rng.standard_normal((n, h // stride, w_ // stride, o)).astype(np.float32)
-      args_np = (x, w, ct)
-      native_args = (mx.array(x), mx.array(np.ascontiguousarray(w.transpose(3, 0, 1, 2))),
-                     mx.array(ct))
+    w = (rng.standard_normal((k, k, c, o)) / np.sqrt(k * k * c)).astype(np.float32)
+    args_np = (x, w)
+    if kind == "grad":  # the cotangent of the strided convolution's output
+      args_np += (rng.standard_normal((n, h // stride, w_ // stride, o)).astype(np.float32),)
+    # MLX's kernel layout [O, KH, KW, I]
+    native_args = tuple(mx.array(np.ascontiguousarray(w.transpose(3, 0, 1, 2))) if a is w
+                        else mx.array(a) for a in args_np)
     columns = {}
     for label, phases in (("phases", "1"), ("dilated", "0")):
       os.environ["JAXMLX_CONV_PHASES"] = phases
