@@ -1,8 +1,9 @@
 // Lowering rules: jaxmlx.layer_norm and jaxmlx.rms_norm, jax's norm chains over the last dim (f32;
 // RMS norms of bf16/f16 computed in f32 too) as recognized by passes/norms.h, and their input
-// gradients jaxmlx.layer_norm_dx / jaxmlx.rms_norm_dx (passes/norm_grads.h; see both for the
-// semantics kept): MLX's fused normalization kernels and their VJPs, which centre x themselves
-// (two-pass) on Metal and CUDA (on the CPU MLX composes them from primitives).
+// gradients jaxmlx.layer_norm_dx / jaxmlx.rms_norm_dx (passes/norm_grads.h, with the scale's and
+// bias's gradients passes/norm_scales.h; see these for the semantics kept): MLX's fused
+// normalization kernels and their VJPs, which centre x themselves (two-pass) on Metal and CUDA
+// (on the CPU MLX composes them from primitives).
 #include <cstring>
 #include <optional>
 
@@ -57,26 +58,42 @@ StatusOr<Values> lower_rms_norm(LowerContext& ctx, const ir::Op& op, const Value
   return Values{mx::fast::rms_norm(in[0], scale, eps)};
 }
 
-// The input gradient of an unscaled norm of in[0] for the cotangent in[1]: MLX's VJP of its
+// A norm's gradients: of an unscaled norm of in[0] for the cotangent in[1], the input's; with
+// `has_scale` (passes/norm_scales.h), of the norm of in[0] scaled by in[2] (and, with
+// `has_bias`, shifted by in[3]), the input's, the scale's (and the bias's). MLX's VJP of its
 // kernel (LayerNormVJP / RMSNormVJP on a GPU).
 StatusOr<Values> lower_norm_dx(LowerContext& ctx, const ir::Op& op, const Values& in,
                                bool layer) {
   const auto* eps = op.attr<ir::FloatAttr>("epsilon");
-  if (in.size() != 2 || op.results.size() != 1 || eps == nullptr ||
+  const bool scaled = op.get_bool("has_scale");
+  const bool biased = scaled && layer && op.get_bool("has_bias");
+  const size_t params = size_t{scaled} + size_t{biased};
+  if (in.size() != 2 + params || op.results.size() != 1 + params || eps == nullptr ||
       eps->type != ir::ElementType::kF32)
     return ctx.malformed(op, "norm gradient operands");
   const ir::Type& t = operand_type(op, 0);
   if (!is_static(t) || t.rank() < 1 || t.dtype != ir::ElementType::kF32 ||
       operand_type(op, 1) != t || result_type(op) != t)
     return ctx.malformed(op, "norm gradient of a static f32 tensor and a cotangent of its type");
+  for (size_t i = 0; i < params; ++i) {
+    const ir::Type& p = operand_type(op, 2 + i);
+    if (p.rank() != 1 || p.dims[0] != t.dims.back() || p.dtype != t.dtype ||
+        result_type(op, 1 + i) != p)
+      return ctx.malformed(op, "norm gradient's scale and bias: 1-D, the input's last dim and type");
+  }
   const auto bits = static_cast<uint32_t>(eps->bits);
   float e = 0;
   std::memcpy(&e, &bits, 4);
-  auto norm = [layer, e](const std::vector<mx::array>& x) {
-    return std::vector<mx::array>{layer ? mx::fast::layer_norm(x[0], std::nullopt, std::nullopt, e)
-                                        : mx::fast::rms_norm(x[0], std::nullopt, e)};
+  auto norm = [layer, scaled, biased, e](const std::vector<mx::array>& x) {
+    std::optional<mx::array> w, b;
+    if (scaled) w = x[1];
+    if (biased) b = x[2];
+    return std::vector<mx::array>{layer ? mx::fast::layer_norm(x[0], w, b, e)
+                                        : mx::fast::rms_norm(x[0], w, e)};
   };
-  return Values{mx::vjp(norm, {in[0]}, {in[1]}).second[0]};
+  Values primals{in[0]};
+  for (size_t i = 0; i < params; ++i) primals.push_back(in[2 + i]);
+  return mx::vjp(norm, primals, {in[1]}).second;
 }
 
 StatusOr<Values> lower_layer_norm_dx(LowerContext& ctx, const ir::Op& op, const Values& in) {

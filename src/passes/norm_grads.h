@@ -40,7 +40,8 @@
 //
 // Why: a layer norm's backward is ~20 MLX primitives (five row sums and their broadcasts, each
 // kernel launch on a GPU); MLX's LayerNormVJP is one. A transformer trains two norms per layer.
-// Runs where norms.h's pass runs (fast_kernels_enabled).
+// Runs where norms.h's pass runs (fast_kernels_enabled). In training, norm_scales.h then moves
+// the scale product around these calls, and the scale's and bias's gradients, into them.
 #pragma once
 
 #include "base/status.h"

@@ -10,6 +10,7 @@
 #include "passes/logsumexp.h"
 #include "passes/negated_sum.h"
 #include "passes/norm_grads.h"
+#include "passes/norm_scales.h"
 #include "passes/norms.h"
 #include "passes/passes.h"
 #include "passes/softmax.h"
@@ -33,6 +34,8 @@ Status prepare_for_lowering(ir::Module& m, bool on_gpu) {
       RETURN_IF_ERROR(recognize_norm_grads(m));
       RETURN_IF_ERROR(drop_dead_ops(m));
       RETURN_IF_ERROR(recognize_norms(m));
+      RETURN_IF_ERROR(drop_dead_ops(m));
+      RETURN_IF_ERROR(fold_norm_scales(m));
       RETURN_IF_ERROR(recognize_attention(m));
     }
   }

@@ -4,7 +4,7 @@
 //   run_passes (sharding, threefry, inlining), fold_tuples, unroll_counted_loops (JAXMLX_UNROLL),
 //   forward_static_slices, contract_fma, then the recognizers unless JAXMLX_RECOGNIZE=0 (argmin/argmax, softmax,
 //   logsumexp; where fast_kernels_enabled: the norms' gradients, dead ops dropped, the norms,
-//   attention), fold_transposed_dots, sink_negations, drop_dead_ops.
+//   dead ops dropped, the norms' scales in training, attention), fold_transposed_dots, sink_negations, drop_dead_ops.
 //
 // The order matters: each recognizer sees jax's chains before the generic rewrites change them;
 // the norm gradients go before the norms, whose intermediates they read.
