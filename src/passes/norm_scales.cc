@@ -92,6 +92,15 @@ class Matcher : public ChainMatcher {
     return places_.at(a).block == places_.at(b).block;
   }
 
+  // Whether `v` is defined before op `index` of `block`: by an earlier op there, or outside it
+  // (an argument, or a value of an enclosing block).
+  bool defined_before(const ir::Value& v, const ir::Block* block, size_t index) const {
+    const ir::Op* op = def(v);
+    if (op == nullptr) return true;
+    auto it = places_.find(op);
+    return it == places_.end() || it->second.block != block || it->second.index < index;
+  }
+
   // The 1-D value of x's element type and last dim's size that `v` (x's type) broadcasts along
   // the last dim, through broadcasts and reshapes however often read.
   std::optional<ir::Value> scale_of(const ir::Value& v, const ir::Value& x) const {
@@ -169,6 +178,12 @@ class Matcher : public ChainMatcher {
       }
       for (const ir::Op* op : {fold.root, fold.dg, fold.dx, fold.db})
         if (op != nullptr && !same_block(&norm, op)) return std::nullopt;
+      // The gradient call goes where the first of its results was defined: its operands must
+      // be defined before that (jax's scale and bias are, in the forward pass or as arguments).
+      size_t first = std::min(places_.at(fold.dx).index, places_.at(fold.dg).index);
+      if (fold.db != nullptr) first = std::min(first, places_.at(fold.db).index);
+      for (const ir::Value& v : {fold.x, fold.dy, fold.scale, fold.bias.value_or(fold.x)})
+        if (!defined_before(v, places_.at(fold.dx).block, first)) return std::nullopt;
       return fold;
     }
     return std::nullopt;

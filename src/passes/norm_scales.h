@@ -16,12 +16,13 @@
 //                                                                    has_bias}
 //       %dx, %dg[, %db] = custom_call @jaxmlx.layer_norm_dx(%x, %dy, %g[, %b]) {epsilon,
 //                                                                    has_scale, has_bias}
-// in the place of the first of %dx's, %dg's and %db's ops. %n is read only by %p and the scale
-// product (or only by %p, where the forward values are not used: jax.vjp's backward alone; the
-// forward is then left as it is), %p and %h only by %dg and %dx; every multiply and add matches
-// in either operand order, and all of these ops lie in one block (a scan's forward and backward
-// bodies are not matched across). Without norm_grads.h's call (rows with a size-1 dim, such as
-// [2, 1, 3, D], are not matched there) nothing is.
+// in the place of the first of %dx's, %dg's and %db's ops (whose operands must be defined before
+// it: jax's scale and bias are, as arguments or in the forward pass). %n is read only by %p and
+// the scale product (or only by %p, where the forward values are not used: jax.vjp's backward
+// alone; the forward is then left as it is), %p and %h only by %dg and %dx; every multiply and
+// add matches in either operand order, and all of these ops lie in one block (a scan's forward
+// and backward bodies are not matched across). Without norm_grads.h's call (rows with a size-1
+// dim, such as [2, 1, 3, D], are not matched there) nothing is.
 //
 // Semantics: the same values as MLX computes them: its kernel's normalized values times the
 // scale plus the bias in one pass (results within f32's few-ULP tolerance of jax's products),

@@ -15,6 +15,8 @@
 #include "passes/contract_fma.h"
 #include "passes/dce.h"
 #include "passes/negated_sum.h"
+#include "passes/norm_grads.h"
+#include "passes/norm_scales.h"
 #include "passes/norms.h"
 #include "passes/softmax.h"
 #include "passes/threefry.h"
@@ -813,6 +815,93 @@ TEST(Norms, LookalikesStayAsTheyAre) {
   NormCall rms_bias = norm_call({.kind = NormVariant::kRms, .scale = false});
   EXPECT_EQ(rms_bias.target, kRmsNormTarget);
   EXPECT_GT(rms_bias.ops, 2u);
+}
+
+// ---- norms' scales in training (norm_scales.h) ------------------------------------------------
+
+// What a variant of the post-norms training program differs in.
+struct ScaleVariant {
+  bool forward = true;        // the scaled, shifted norm is returned (else only the gradients)
+  bool late_scale = false;    // the scale is exp(arg), computed after the scale gradient's sum
+  bool normalized_returned = false;  // the normalized values are read a third time
+};
+
+// main(x [6, 8], dy, g [8], b [8]) after norm_grads.h and norms.h (the calls, jax's affine and
+// its gradients around them): returns [y,] dx, dg, db.
+ir::Module scale_module(const ScaleVariant& v) {
+  ir::Module m;
+  Builder b{m};
+  const ir::Type* x_t = m.types().tensor(ir::ElementType::kF32, {6, 8});
+  const ir::Type* p_t = m.types().tensor(ir::ElementType::kF32, {8});
+  const ir::Type* scalar = m.types().tensor(ir::ElementType::kF32, {});
+  const int nres = 3 + v.forward + v.normalized_returned;
+  b.func("main", 4, nres, false);
+  b.f->arg_types = {x_t, x_t, p_t, p_t};
+  for (int i = 0; i < 4; ++i) b.f->body.blocks[0].args[i].type = b.f->arg_types[i];
+  ir::Value x = b.f->args()[0], dy = b.f->args()[1], g = b.f->args()[2], bias = b.f->args()[3];
+  auto typed = &Builder::typed;
+  auto call = [&](const char* target, std::vector<ir::Value> operands) {
+    ir::Op& o = b.op(OpKind::kCustomCall, std::move(operands), 1);
+    o.set_attr("call_target_name", ir::StringAttr{target});
+    o.set_attr("epsilon", ir::FloatAttr{0x3727C5ACu, ir::ElementType::kF32, 1e-5});
+    return typed(o, x_t);
+  };
+  auto mul = [&](ir::Value l, ir::Value r) { return typed(b.op(OpKind::kMultiply, {l, r}, 1), x_t); };
+  auto along_rows = [&](ir::Value p) { return b.bcast(p, {1}, x_t); };
+  ir::Value n = call(kLayerNormTarget, {x});
+  std::vector<ir::Value> results;
+  if (v.forward) {
+    ir::Value y = typed(b.op(OpKind::kAdd, {mul(n, along_rows(g)), along_rows(bias)}, 1), x_t);
+    results.push_back(y);
+  }
+  if (v.normalized_returned) results.push_back(n);
+  ir::Value dg = b.reduce(mul(dy, n), 0u, OpKind::kAdd, 0, scalar, p_t);
+  if (v.late_scale) g = typed(b.op(OpKind::kExponential, {g}, 1), p_t);
+  ir::Value db = b.reduce(dy, 0u, OpKind::kAdd, 0, scalar, p_t);
+  ir::Value dx = call(kLayerNormGradTarget, {x, mul(along_rows(g), dy)});
+  for (ir::Value r : {dx, dg, db}) results.push_back(r);
+  b.f->result_types.clear();
+  for (const ir::Value& r : results) b.f->result_types.push_back(r.type);
+  b.ret(results);
+  return m;
+}
+
+// The module after the fold and dce, checked valid.
+ir::Module folded(const ScaleVariant& v) {
+  ir::Module m = scale_module(v);
+  EXPECT_TRUE(ir::verify(m).ok()) << ir::verify(m).to_string() << ir::print_module(m);
+  EXPECT_TRUE(fold_norm_scales(m).ok());
+  EXPECT_TRUE(drop_dead_ops(m).ok());
+  EXPECT_TRUE(ir::verify(m).ok()) << ir::verify(m).to_string() << ir::print_module(m);
+  return m;
+}
+
+int scaled_calls(const ir::Module& m) {
+  int n = 0;
+  ir::walk(m.funcs[0].body, [&](const ir::Op& op) { n += op.get_bool("has_scale"); });
+  return n;
+}
+
+TEST(NormScales, TheAffineAndItsGradientsGoIntoTheCalls) {
+  ir::Module m = folded({});
+  EXPECT_EQ(scaled_calls(m), 2);
+  // The two calls and the return: every multiply, broadcast and sum is gone.
+  EXPECT_EQ(m.funcs[0].entry().ops.size(), 3u) << ir::print_module(m);
+  const ir::Op& grad = m.funcs[0].entry().ops[1];
+  EXPECT_EQ(grad.operands.size(), 4u);  // x, dy, g, b
+  EXPECT_EQ(grad.results.size(), 3u);   // dx, dg, db
+  EXPECT_TRUE(grad.get_bool("has_bias"));
+  // Only the gradients: the bias is not known, its gradient stays jax's sum.
+  m = folded({.forward = false});
+  EXPECT_EQ(scaled_calls(m), 1);
+  EXPECT_EQ(count_ops(m, OpKind::kReduce), 1);
+}
+
+TEST(NormScales, LookalikesStayAsTheyAre) {
+  // A scale computed after the first gradient's place: the call could not go there.
+  EXPECT_EQ(scaled_calls(folded({.forward = false, .late_scale = true})), 0);
+  // The normalized values are returned too: nothing to gain, and they would be computed twice.
+  EXPECT_EQ(scaled_calls(folded({.normalized_returned = true})), 0);
 }
 
 // ---- attention --------------------------------------------------------------------------------
