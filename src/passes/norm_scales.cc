@@ -173,7 +173,7 @@ class Matcher : public ChainMatcher {
         if (b) {
           fold.root = add;
           fold.bias = b;
-          fold.db = row_sum(fold.dy, rows);
+          fold.db = row_sum(fold.dy, rows, norm);
         }
       }
       for (const ir::Op* op : {fold.root, fold.dg, fold.dx, fold.db})
@@ -189,10 +189,11 @@ class Matcher : public ChainMatcher {
     return std::nullopt;
   }
 
-  // A reduce summing `v` over `rows` to its last dim (the bias's gradient), in the same block.
-  const ir::Op* row_sum(const ir::Value& v, const std::vector<int64_t>& rows) const {
+  // A reduce summing `v` over `rows` to its last dim (the bias's gradient), in `near`'s block.
+  const ir::Op* row_sum(const ir::Value& v, const std::vector<int64_t>& rows,
+                        const ir::Op& near) const {
     for (const ir::Op* op : readers(v))
-      if (op->kind == OpKind::kReduce && op->results.size() == 1 &&
+      if (op->kind == OpKind::kReduce && op->results.size() == 1 && same_block(op, &near) &&
           reduce_of(op->results[0], v, OpKind::kAdd, 0u) == rows)
         return op;
     return nullptr;
