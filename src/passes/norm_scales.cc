@@ -72,6 +72,7 @@ class Matcher : public ChainMatcher {
       }
   }
 
+  // The ops reading `v`, one entry per operand slot (so its size is uses(v)).
   const std::vector<const ir::Op*>& readers(const ir::Value& v) const {
     static const std::vector<const ir::Op*> none;
     auto it = readers_.find(v.id);
@@ -81,7 +82,7 @@ class Matcher : public ChainMatcher {
   // The one op reading `v` (read once, by that op alone).
   const ir::Op* only_reader(const ir::Value& v) const {
     const std::vector<const ir::Op*>& r = readers(v);
-    return uses(v) == 1 && r.size() == 1 ? r[0] : nullptr;
+    return r.size() == 1 ? r[0] : nullptr;
   }
 
   static bool is_call(const ir::Op& op, const char* target) {
@@ -142,8 +143,7 @@ class Matcher : public ChainMatcher {
     const ir::Value& n = norm.results[0];
     const std::vector<const ir::Op*>& read = readers(n);
     if (!is_f32_tensor(x) || !is_f32_tensor(n) || *x.type != *n.type || x.type->rank() < 2 ||
-        x.type->has_dynamic_dims() || uses(n) != static_cast<int>(read.size()) ||
-        read.empty() || read.size() > 2)
+        x.type->has_dynamic_dims() || read.empty() || read.size() > 2)
       return std::nullopt;
     std::vector<int64_t> rows(static_cast<size_t>(x.type->rank() - 1));
     for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
