@@ -1,6 +1,6 @@
 """Gradients of layer norms and RMS norms (src/passes/norm_grads.cc: the input gradient jax's
 autodiff writes becomes MLX's normalization VJP, src/lower/norms.cc; src/passes/norm_scales.cc:
-in training the scale and bias go into the kernel, the scale's gradient into the VJP) against
+in training the scale and bias go into the kernel, their gradients into the VJP) against
 jax's CPU backend,
 and which programs the rewrite takes (jaxmlx-dump --passes=gpu: the rewrites of a GPU compile,
 on jax's own serialized program).
