@@ -40,7 +40,7 @@ mx::Shape shape_4d(const mx::Shape& shape, size_t batch, size_t rows) {
 // `x` with its dims in `order`, then as [B, N, rows, cols] (groups_4d).
 mx::array as_4d(const mx::array& x, const std::vector<int64_t>& order, size_t batch,
                 size_t rows) {
-  mx::array t = mx::transpose(x, to_ints(order));
+  mx::array t = permute(x, to_ints(order));
   return mx::reshape(t, shape_4d(t.shape(), batch, rows));
 }
 

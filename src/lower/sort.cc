@@ -567,9 +567,9 @@ StatusOr<Values> sort_by(LowerContext& ctx, const ir::Op& op, const ir::Block& b
   std::vector<int> inverse(rank);
   for (int d = 0; d < rank; ++d) inverse[perm[d]] = d;
   Values xs;
-  for (const mx::array& x : in) xs.push_back(mx::transpose(x, perm));
+  for (const mx::array& x : in) xs.push_back(shape_util::permute(x, perm));
   ASSIGN_OR_RETURN(Values sorted, bitonic_sort(ctx, body, std::move(xs)));
-  for (const mx::array& x : sorted) out.push_back(mx::transpose(x, inverse));
+  for (const mx::array& x : sorted) out.push_back(shape_util::permute(x, inverse));
   return out;
 }
 
