@@ -321,6 +321,35 @@ def test_dilated_inputs_are_patch_matmuls_per_output_phase_on_the_cpu(stats, nam
   assert c["Convolution"] == 0 and c["Matmul"] == phases and c["SliceUpdate"] >= phases, c
 
 
+
+REVERSED_KERNEL_CHILD = r"""
+import jax, jax.numpy as jnp, numpy as np
+mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]
+rng = np.random.default_rng(0)
+x = rng.integers(-4, 5, (2, 6, 6, 4)).astype(np.float32)
+w = rng.integers(-4, 5, (3, 3, 4, 6)).astype(np.float32)
+c = rng.integers(-4, 5, (2, 6, 6, 6)).astype(np.float32)
+def input_grad(x, w, c):
+  conv = lambda a: jax.lax.conv_general_dilated(a, w, (1, 1), "SAME",
+                                                dimension_numbers=("NHWC", "HWIO", "NHWC"))
+  return jax.grad(lambda a: jnp.sum(conv(a) * c))(x)
+want = np.asarray(jax.jit(input_grad)(*jax.device_put((x, w, c), cpu)))
+got = np.asarray(jax.jit(input_grad)(*jax.device_put((x, w, c), mlx)))
+np.testing.assert_array_equal(got, want)
+"""
+
+
+def test_a_reversed_kernel_is_the_convolutions_flip(tmp_path):
+  # jax's input gradient convolves with reverse(w) over the kernel's spatial dims; that reverse
+  # becomes the convolution's window reversal (passes/reversed_kernel.h) and MLX's convolution
+  # its `flip` (as on a GPU, here with the CPU's patch matmuls off): no reversed view of the
+  # kernel (a Slice, which on CUDA was copied by a gather first) is left in the graph.
+  log = tmp_path / "stats.log"
+  run_child(REVERSED_KERNEL_CHILD, dict(os.environ, JAXMLX_GRAPH_STATS=str(log),
+                                        JAXMLX_CONV_PATCHES="0", JAXMLX_CPU_FUSION="0"))
+  c = last_run_counts(log)["jit_input_grad"]
+  assert c["Convolution"] == 1 and c["Slice"] == 0 and c["Gather"] == 0, c
+
 PROFILED = r"""
 import jax, jax.numpy as jnp, numpy as np
 mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]

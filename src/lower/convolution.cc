@@ -4,8 +4,10 @@
 // (input [N, spatial..., C], kernel [O, spatial..., I]), the result is transposed back.
 // batch_group_count folds into feature groups (the batch groups move next to the features).
 // Floats (f16/bf16/f32, or integer operands with a float result) compute in f32 through
-// mx::conv_general (on the CPU mostly patch matmuls; a dilated input as one convolution per
-// output phase, phase_conv) and round once; complex64 is four real convolutions. Integers are exact and
+// mx::conv_general (on the CPU mostly patch matmuls, on a GPU jax's weight gradients; a dilated
+// input as one convolution per output phase, phase_conv, on the CPU and for large inputs on CUDA;
+// a kernel reversed over every spatial dim as MLX's `flip`) and round once; complex64 is four
+// real convolutions. Integers are exact and
 // wrap like XLA: one integer multiply-and-sum over the features per kernel offset, in the
 // result type (MLX convolutions are float-only). precision_config is ignored.
 // A 0-D convolution (no spatial dims: a grouped matmul) convolves over one unit spatial dim,
@@ -170,18 +172,35 @@ mx::array depthwise_conv(const mx::array& xp, const mx::array& w, const mx::Shap
 // feature per group) are a sum of shifted inputs times the kernel's taps instead, with no patches
 // (`depthwise_conv`). So on the CPU every float convolution whose input is dilated at most 4x
 // over all takes this path (most dilated inputs reach it undilated, one output phase at a time:
-// phase_conv); elsewhere only a dilated kernel with an undilated input and no
-// groups (jax's weight gradients of strided convolutions; MLX's GPU convolutions handle the rest
-// better). nullopt: none of those, or the patches would be too large (MLX's own convolution).
+// phase_conv). Elsewhere only jax's weight gradients (an undilated input and no groups, its
+// "kernel" the cotangent: dilated for a strided convolution, or with more taps than the result
+// has positions), as MLX computes its own (primitives.cpp, conv_weight_backward_patches): on an
+// H200 cuDNN took 79 µs for each of five such default-size resnet_train convolutions
+// (wgrad2d_grouped_direct_kernel), where native MLX's matmuls took 6-12. MLX's GPU convolutions
+// handle the rest better. nullopt: none of those, or the patches would be too large (MLX's own
+// convolution).
 std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& w,
                                            const ConvSpec& s, int64_t groups) {
+  // JAXMLX_CONV_PATCHES=0 (read at each compile): none, so that MLX's own convolution runs
+  // everything, as it does on a GPU; tests check its paths (a reversed kernel as `flip`) on the
+  // CPU this way.
+  if (const char* v = std::getenv("JAXMLX_CONV_PATCHES"); v != nullptr && *v == '0')
+    return std::nullopt;
   const auto one = [](int64_t v) { return v == 1; };
   const int64_t input_dilation = std::accumulate(s.lhs_dil.begin(), s.lhs_dil.end(), int64_t{1},
                                                  std::multiplies<int64_t>());
   const bool dilated_kernel = !std::all_of(s.rhs_dil.begin(), s.rhs_dil.end(), one);
+  int64_t kernel_taps = 1, result_positions = 1;
+  for (int d = 0; d < s.nsp; ++d) {
+    const int64_t span = (w.shape(d + 1) - 1) * s.rhs_dil[d] + 1;
+    const int64_t padded = (x.shape(d + 1) - 1) * s.lhs_dil[d] + 1 + s.pad_lo[d] + s.pad_hi[d];
+    kernel_taps *= w.shape(d + 1);
+    result_positions *= padded < span ? 0 : (padded - span) / s.strides[d] + 1;
+  }
+  const bool weight_gradient = dilated_kernel || kernel_taps > result_positions;
   const bool cpu = mx::default_device().type == mx::Device::cpu;
   if (!(cpu && input_dilation <= kMaxPatchInputDilation) &&
-      !(groups == 1 && dilated_kernel && input_dilation == 1))
+      !(groups == 1 && weight_gradient && input_dilation == 1))
     return std::nullopt;
   const int nsp = s.nsp;
   // as_strided reads row-major memory: an unpadded input may be a view (a broadcast of jnp.ones,
@@ -244,19 +263,40 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
 // dilated explicitly here, and MLX convolves an undilated one. Metal and the CPU are not affected.
 bool cuda_mishandles_input_dilation() { return on_cuda_gpu(); }
 
-// Whether an input-dilated float convolution is computed as one undilated convolution per output
-// phase (`phase_conv`): JAXMLX_CONV_PHASES=1/0, read at each compile. Default on the CPU and
-// CUDA, not on Metal, whose 2-D convolution of a dilated input splits the output into the same
+// On CUDA, the dilated input's size from which a convolution of it is split into output phases.
+// Each phase is a cuDNN call of its own, which costs the host tens of µs, more than the whole
+// dilated convolution costs the GPU at small sizes: resnet_train's default-size step on an H200
+// (dilated inputs of 0.2-1 MiB) spent 4.16 ms in our execute with phases, 3.28 ms with dilated
+// inputs (JAXMLX_CONV_PHASES=0; bench/README, "Input gradients of convolutions on CUDA"). At the
+// full size (3-16 MiB) the phases saved both time and memory: 7.99 and 7.44 ms per step instead
+// of 8.57 and 8.12, a peak of 1,084-1,381 MiB instead of 1,620-1,993 (twenty-seventh stop).
+constexpr int64_t kMinPhaseBytesCuda = int64_t{2} << 20;
+
+// Whether an input-dilated float convolution of `x` (the undilated input) is computed as one
+// undilated convolution per output phase (`phase_conv`): JAXMLX_CONV_PHASES=1/0, read at each
+// compile. Default on the CPU; on CUDA where the dilated input would take kMinPhaseBytesCuda or
+// more; not on Metal, whose 2-D convolution of a dilated input splits the output into the same
 // phases inside one kernel (MLX's implicit_gemm_conv_2D_general_gpu).
-bool phases_wanted() {
+bool phases_wanted(const mx::array& x, const ConvSpec& s) {
   const char* v = std::getenv("JAXMLX_CONV_PHASES");
   if (v != nullptr && *v != '\0') return *v != '0';
-  return mx::default_device().type == mx::Device::cpu || on_cuda_gpu();
+  if (mx::default_device().type == mx::Device::cpu) return true;
+  if (!on_cuda_gpu()) return false;
+  int64_t dilated = static_cast<int64_t>(x.itemsize()) * x.shape(0) * x.shape(-1);
+  for (int d = 0; d < s.nsp; ++d) dilated *= (x.shape(d + 1) - 1) * s.lhs_dil[d] + 1;
+  return dilated >= kMinPhaseBytesCuda;
 }
 
 constexpr int64_t kMaxPhases = 64;  // output phases of one convolution (a 3-D stride-4 transpose)
 
-mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t groups);
+mx::array float_conv(mx::array x, mx::array w, const ConvSpec& s, int64_t groups, bool flip);
+
+// `w` reversed over every spatial dim ([O, K..., I]).
+mx::array flip_spatial(const mx::array& w) {
+  std::vector<int> dims(w.ndim() - 2);
+  std::iota(dims.begin(), dims.end(), 1);
+  return mx::flip(w, dims);
+}
 
 // A convolution of an input dilated by D (jax's input gradients of strided convolutions,
 // transposed convolutions) without the dilated input: output position o = q * D + p reads input
@@ -268,9 +308,10 @@ mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t
 // wrong, dilating it explicitly made resnet's step peak 13 % above native MLX's), and the products
 // by its zeros are skipped: the phases together multiply by the kernel's taps once. Dims with
 // D > 1 need window stride 1 and an undilated kernel (jax's input gradients have both); nullopt
-// otherwise or beyond kMaxPhases phases.
+// otherwise or beyond kMaxPhases phases. `flip`: the kernel is w reversed over every spatial
+// dim; each phase's taps are then sliced from w in w's order and reversed by its convolution.
 std::optional<mx::array> phase_conv(const mx::array& x, const mx::array& w, const ConvSpec& s,
-                                    int64_t groups) {
+                                    int64_t groups, bool flip) {
   const int nsp = s.nsp;
   std::vector<int> dilated;
   int64_t phases = 1;
@@ -309,11 +350,15 @@ std::optional<mx::array> phase_conv(const mx::array& x, const mx::array& w, cons
       ps.lhs_dil[d] = 1;
       ps.pad_lo[d] = -c;
       ps.pad_hi[d] = q + taps - 1 - len + c;
-      ks[d + 1] = static_cast<int>(r), kstep[d + 1] = static_cast<int>(dil);
+      // Taps r, r + D, ... of the reversed kernel are w's k - 1 - r, k - 1 - r - D, ...: sliced
+      // ascending from the last of them.
+      const int64_t first = flip ? k - 1 - r - (taps - 1) * dil : r;
+      ks[d + 1] = static_cast<int>(std::max<int64_t>(first, 0));
+      kstep[d + 1] = static_cast<int>(dil);
       ys[d + 1] = static_cast<int>(p[i]), ystep[d + 1] = static_cast<int>(dil);
     }
     if (empty) continue;
-    mx::array phase = float_conv(x, mx::slice(w, ks, ke, kstep), ps, groups);
+    mx::array phase = float_conv(x, mx::slice(w, ks, ke, kstep), ps, groups, flip);
     y = mx::slice_update(y, phase, ys, ye, ystep);
   }
   return y;
@@ -337,10 +382,20 @@ mx::array cudnn_operand(const mx::array& a) {
   return a;
 }
 
-// A float convolution of canonical operands (f32), output [N, OS..., O].
-mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t groups) {
-  if (phases_wanted())
-    if (std::optional<mx::array> y = phase_conv(x, w, s, groups)) return *y;
+// A float convolution of canonical operands (f32), output [N, OS..., O]. `flip`: the kernel is
+// `w` reversed over every spatial dim, which MLX's convolution takes as its `flip` argument
+// (passes/reversed_kernel.h); the patch matmuls take the reversed view.
+mx::array float_conv(mx::array x, mx::array w, const ConvSpec& s, int64_t groups, bool flip) {
+  // MLX's `flip` only for a plain kernel: on an H200, the input gradient of a grouped convolution
+  // with a dilated kernel (tests/ops/test_convolution.py, test_cnn_grad, 2 and 4 groups) came out
+  // wrong with it, in some runs and not others; the reversed view is copied first instead.
+  if (flip && (groups != 1 || std::any_of(s.rhs_dil.begin(), s.rhs_dil.end(),
+                                          [](int64_t d) { return d != 1; }))) {
+    w = flip_spatial(w);
+    flip = false;
+  }
+  if (phases_wanted(x, s))
+    if (std::optional<mx::array> y = phase_conv(x, w, s, groups, flip)) return *y;
   auto ints = [](const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); };
   const bool negative =
       std::any_of(s.pad_lo.begin(), s.pad_lo.end(), [](int64_t p) { return p < 0; }) ||
@@ -356,10 +411,12 @@ mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t
   }
   ConvSpec padded = s;
   padded.pad_lo = lo, padded.pad_hi = hi, padded.lhs_dil = ldil;
-  if (std::optional<mx::array> y = patch_matmul_conv(x, w, padded, groups)) return *y;
+  if (std::optional<mx::array> y =
+          patch_matmul_conv(x, flip ? flip_spatial(w) : w, padded, groups))
+    return *y;
   auto conv = [&](const mx::array& a, const mx::array& b, int g) {
     return mx::conv_general(cudnn_operand(a), cudnn_operand(b), ints(s.strides), ints(lo), ints(hi),
-                            ints(s.rhs_dil), ints(ldil), g);
+                            ints(s.rhs_dil), ints(ldil), g, flip);
   };
   if (groups == 1 || s.nsp <= 2) return conv(x, w, static_cast<int>(groups));
   // MLX groups only 1- and 2-D convolutions: one convolution per group, concatenated.
@@ -433,9 +490,9 @@ StatusOr<Values> lower_convolution(LowerContext& ctx, const ir::Op& op, const Va
   if (!out_dt) return ctx.unsupported(op, "result type " + type_to_string(rt));
   // Canonical layouts: x [N, S..., C], w [O, K..., I], y [N, OS..., O].
   mx::array x =
-      mx::transpose(in[0], concat_dims(dn->input_batch_dimension, dn->input_spatial_dimensions,
-                                       dn->input_feature_dimension));
-  mx::array w = mx::transpose(
+      permute(in[0], concat_dims(dn->input_batch_dimension, dn->input_spatial_dimensions,
+                                 dn->input_feature_dimension));
+  mx::array w = permute(
       in[1], concat_dims(dn->kernel_output_feature_dimension, dn->kernel_spatial_dimensions,
                          dn->kernel_input_feature_dimension));
   std::vector<int> yperm = concat_dims(dn->output_batch_dimension, dn->output_spatial_dimensions,
@@ -450,8 +507,12 @@ StatusOr<Values> lower_convolution(LowerContext& ctx, const ir::Op& op, const Va
     yshape.insert(yshape.begin() + 1, 1);
     add_unit_spatial_dim(s);
   }
+  // A window reversed along every spatial dim is MLX's `flip` where MLX convolves floats
+  // (float_conv); otherwise each reversed dim is a reversed view of the kernel.
+  const bool flip_all = std::all_of(s.reversal.begin(), s.reversal.end(), [](bool r) { return r; });
   for (int d = 0; d < s.nsp; ++d)
-    if (s.reversal[d]) w = mx::flip(w, d + 1);
+    if (s.reversal[d] && !flip_all) w = mx::flip(w, d + 1);
+  auto reversed = [&](const mx::array& k) { return flip_all ? flip_spatial(k) : k; };
   int64_t groups = s.feature_groups;
   if (s.batch_groups > 1) {
     if (x.shape(0) % s.batch_groups != 0) return ctx.malformed(op, "batch not divisible");
@@ -470,23 +531,26 @@ StatusOr<Values> lower_convolution(LowerContext& ctx, const ir::Op& op, const Va
   mx::array y = mx::zeros({}, *out_dt);
   if (pred_out) {
     // Counts of true products fit int32 (a window holds far fewer than 2^31 elements).
-    y = mx::not_equal(int_conv(x, w, s, groups, yshape, mx::int32), mx::zeros({}, mx::int32));
+    y = mx::not_equal(int_conv(x, reversed(w), s, groups, yshape, mx::int32),
+                      mx::zeros({}, mx::int32));
   } else if (int_out) {
     if (!is_int(x) || !is_int(w)) return ctx.unsupported(op, "integer result from float operands");
-    y = int_conv(x, w, s, groups, yshape, *out_dt);
+    y = int_conv(x, reversed(w), s, groups, yshape, *out_dt);
   } else if (*out_dt == mx::complex64) {
     mx::array xc = mx::astype(x, mx::complex64), wc = mx::astype(w, mx::complex64);
-    auto conv = [&](const mx::array& a, const mx::array& b) { return float_conv(a, b, s, groups); };
+    auto conv = [&](const mx::array& a, const mx::array& b) {
+      return float_conv(a, b, s, groups, flip_all);
+    };
     mx::array xr = mx::real(xc), xi = mx::imag(xc), wr = mx::real(wc), wi = mx::imag(wc);
     mx::array re = mx::subtract(conv(xr, wr), conv(xi, wi));
     mx::array im = mx::add(conv(xr, wi), conv(xi, wr));
     // Interleave (re, im) pairs and reinterpret them as complex64: exact, unlike re + i*im.
     y = mx::squeeze(mx::view(mx::stack({re, im}, -1), mx::complex64), -1);
   } else {
-    y = float_conv(mx::astype(x, mx::float32), mx::astype(w, mx::float32), s, groups);
+    y = float_conv(mx::astype(x, mx::float32), mx::astype(w, mx::float32), s, groups, flip_all);
   }
   if (y.shape() != yshape) return ctx.malformed(op, "result shape does not match the window");
-  return Values{mx::astype(mx::transpose(mx::reshape(y, ycanon), back), *out_dt)};
+  return Values{mx::astype(permute(mx::reshape(y, ycanon), back), *out_dt)};
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "passes/norm_grads.h"
 #include "passes/norm_scales.h"
 #include "passes/norms.h"
+#include "passes/reversed_kernel.h"
 #include "passes/softmax.h"
 #include "passes/threefry.h"
 #include "passes/transposed_dot.h"
@@ -1222,6 +1223,80 @@ TEST(SinkNegations, OtherSumsStay) {
   ir::walk(half.funcs[0].body, [&](const ir::Op& op) {
     if (op.kind == OpKind::kReduce) EXPECT_NE(op.operands[0].id, half.funcs[0].args()[0].id);
   });
+}
+
+}  // namespace
+}  // namespace jaxmlx::passes
+
+namespace jaxmlx::passes {
+namespace {
+
+// main(x: f32[1, 5, 5, 2], w: f32[3, 3, 2, 4]) = convolution(x, reverse(w, `dims`)) in NHWC /
+// HWIO, its window reversal `reversal` (none when empty); the reverse also returned when
+// `extra_use`.
+ir::Module reversed_kernel_module(std::vector<int64_t> dims, std::vector<bool> reversal,
+                                  bool extra_use = false) {
+  ir::Module m;
+  Builder b{m};
+  b.func("main", 2, extra_use ? 2 : 1, false);
+  const ir::Type* x_t = m.types().tensor(ir::ElementType::kF32, {1, 5, 5, 2});
+  const ir::Type* w_t = m.types().tensor(ir::ElementType::kF32, {3, 3, 2, 4});
+  const ir::Type* y_t = m.types().tensor(ir::ElementType::kF32, {1, 3, 3, 4});
+  b.f->arg_types = {x_t, w_t};
+  b.f->body.blocks[0].args[0].type = x_t;
+  b.f->body.blocks[0].args[1].type = w_t;
+  ir::Op& rev = b.op(OpKind::kReverse, {b.f->args()[1]}, 1);
+  rev.set_attr("dimensions", ir::I64ArrayAttr{dims});
+  ir::Value r = Builder::typed(rev, w_t);
+  ir::Op& conv = b.op(OpKind::kConvolution, {b.f->args()[0], r}, 1);
+  conv.set_attr("dimension_numbers", ir::ConvDims{0, 3, {1, 2}, 2, 3, {0, 1}, 0, 3, {1, 2}});
+  if (!reversal.empty()) conv.set_attr("window_reversal", ir::BoolArrayAttr{reversal});
+  ir::Value y = Builder::typed(conv, y_t);
+  b.f->result_types = {y_t};
+  if (extra_use) b.f->result_types.push_back(w_t);
+  b.ret(extra_use ? std::vector<ir::Value>{y, r} : std::vector<ir::Value>{y});
+  return m;
+}
+
+const ir::Op& only_conv(const ir::Module& m) {
+  for (const ir::Op& op : m.funcs[0].entry().ops)
+    if (op.kind == OpKind::kConvolution) return op;
+  ADD_FAILURE() << "no convolution";
+  return m.funcs[0].entry().ops[0];
+}
+
+TEST(FoldReversedKernels, JaxsReversedKernelBecomesTheWindowReversal) {
+  // jax's input gradient: the kernel reversed over both spatial dims.
+  ir::Module m = reversed_kernel_module({0, 1}, {});
+  ASSERT_TRUE(ir::verify(m).ok()) << ir::print_module(m);
+  ASSERT_TRUE(fold_reversed_kernels(m).ok());
+  ASSERT_TRUE(drop_dead_ops(m).ok());
+  ASSERT_TRUE(ir::verify(m).ok()) << ir::verify(m).to_string() << ir::print_module(m);
+  const ir::Op& conv = only_conv(m);
+  EXPECT_EQ(conv.operands[1].id, m.funcs[0].args()[1].id);
+  EXPECT_EQ(conv.attr<ir::BoolArrayAttr>("window_reversal")->values,
+            (std::vector<bool>{true, true}));
+  EXPECT_EQ(count_ops(m, OpKind::kReverse), 0);
+  // One spatial dim, onto a window already reversed in both: the other stays reversed.
+  ir::Module twice = reversed_kernel_module({1}, {true, true});
+  ASSERT_TRUE(fold_reversed_kernels(twice).ok());
+  EXPECT_EQ(only_conv(twice).attr<ir::BoolArrayAttr>("window_reversal")->values,
+            (std::vector<bool>{true, false}));
+}
+
+TEST(FoldReversedKernels, FeatureReversalsAndOtherReadersStay) {
+  // A feature dim reversed too: not a window reversal.
+  ir::Module features = reversed_kernel_module({0, 3}, {});
+  ASSERT_TRUE(fold_reversed_kernels(features).ok());
+  EXPECT_NE(only_conv(features).operands[1].id, features.funcs[0].args()[1].id);
+  EXPECT_EQ(only_conv(features).attr<ir::BoolArrayAttr>("window_reversal"), nullptr);
+  // The reverse is returned as well: the convolution reads the kernel, the reverse stays.
+  ir::Module shared = reversed_kernel_module({0, 1}, {}, /*extra_use=*/true);
+  ASSERT_TRUE(fold_reversed_kernels(shared).ok());
+  ASSERT_TRUE(drop_dead_ops(shared).ok());
+  ASSERT_TRUE(ir::verify(shared).ok()) << ir::print_module(shared);
+  EXPECT_EQ(only_conv(shared).operands[1].id, shared.funcs[0].args()[1].id);
+  EXPECT_EQ(count_ops(shared, OpKind::kReverse), 1);
 }
 
 }  // namespace

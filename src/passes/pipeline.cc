@@ -13,6 +13,7 @@
 #include "passes/norm_scales.h"
 #include "passes/norms.h"
 #include "passes/passes.h"
+#include "passes/reversed_kernel.h"
 #include "passes/softmax.h"
 #include "passes/static_slices.h"
 #include "passes/transposed_dot.h"
@@ -40,6 +41,7 @@ Status prepare_for_lowering(ir::Module& m, bool on_gpu) {
     }
   }
   RETURN_IF_ERROR(fold_transposed_dots(m));  // after the recognizers' patterns
+  RETURN_IF_ERROR(fold_reversed_kernels(m));
   RETURN_IF_ERROR(sink_negations(m));
   return drop_dead_ops(m);
 }

@@ -30,12 +30,16 @@ from tests.ops.harness import check
 F32_SUM_TOL = dict(rtol=1e-5, atol=1e-5)
 
 
-@pytest.fixture(params=["1", "0"], ids=["phases", "dilated"])
+@pytest.fixture(params=[("1", "1"), ("0", "1"), ("1", "0"), ("0", "0")],
+                ids=["phases", "dilated", "phases-mlx", "dilated-mlx"])
 def phases(request, monkeypatch):
   """Both ways of an input-dilated float convolution: one undilated convolution per output phase
-  (the CPU's and CUDA's default: src/lower/convolution.cc, phase_conv), or the input dilated
-  (patches over it on the CPU, MLX's own dilation elsewhere)."""
-  monkeypatch.setenv("JAXMLX_CONV_PHASES", request.param)
+  (the CPU's default, and CUDA's for large inputs: src/lower/convolution.cc, phase_conv), or the
+  input dilated (patches over it on the CPU, MLX's own dilation elsewhere); each with the CPU's
+  patch matmuls or with MLX's own convolution as on a GPU (JAXMLX_CONV_PATCHES=0), which takes a
+  kernel reversed by jax's input gradients as its `flip` (passes/reversed_kernel.h)."""
+  monkeypatch.setenv("JAXMLX_CONV_PHASES", request.param[0])
+  monkeypatch.setenv("JAXMLX_CONV_PATCHES", request.param[1])
   return request.param
 
 
@@ -622,3 +626,24 @@ def test_operands_that_are_views(make):
     return lax.conv_general_dilated(a[None, None], b[None, None], (1, 1), [(0, 0), (0, 0)])
 
   check(f, x, w)
+
+
+@pytest.mark.usefixtures("phases")
+@pytest.mark.parametrize("k,strides", [((2, 3), (2, 2)), ((4, 5), (2, 3)), ((3, 1), (3, 1)),
+                                       ((5, 2), (4, 2))], ids=str)
+def test_input_gradients_of_strided_convs(k, strides):
+  # jax's input gradient convolves dy with the kernel reversed over its spatial dims (a flip for
+  # MLX's convolution); each output phase takes every stride-th tap of it. Kernel sizes that are
+  # not multiples of the stride give the phases different tap counts and offsets. The cotangent
+  # is an argument: a constant one would make the gradient a constant of the program.
+  x = small_ints(np.float32, (2, 9, 8, 3), 44)
+  w = small_ints(np.float32, (*k, 3, 4), 45)
+  dn = ("NHWC", "HWIO", "NHWC")
+  ct = small_ints(np.float32, jax.eval_shape(
+      lambda a, b: lax.conv_general_dilated(a, b, strides, "VALID", dimension_numbers=dn),
+      x, w).shape, 46)
+
+  def f(a, b, c):
+    return jnp.sum(lax.conv_general_dilated(a, b, strides, "VALID", dimension_numbers=dn) * c)
+
+  check(jax.grad(f), x, w, ct)
