@@ -190,19 +190,20 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
   const int64_t input_dilation = std::accumulate(s.lhs_dil.begin(), s.lhs_dil.end(), int64_t{1},
                                                  std::multiplies<int64_t>());
   const bool dilated_kernel = !std::all_of(s.rhs_dil.begin(), s.rhs_dil.end(), one);
-  int64_t kernel_taps = 1, result_positions = 1;
-  for (int d = 0; d < s.nsp; ++d) {
-    const int64_t span = (w.shape(d + 1) - 1) * s.rhs_dil[d] + 1;
+  const int nsp = s.nsp;
+  std::vector<int64_t> os(nsp);  // result positions per spatial dim
+  int64_t positions = 1, taps = 1;
+  for (int d = 0; d < nsp; ++d) {
     const int64_t padded = (x.shape(d + 1) - 1) * s.lhs_dil[d] + 1 + s.pad_lo[d] + s.pad_hi[d];
-    kernel_taps *= w.shape(d + 1);
-    result_positions *= padded < span ? 0 : (padded - span) / s.strides[d] + 1;
+    os[d] = window_count(padded, (w.shape(d + 1) - 1) * s.rhs_dil[d] + 1, s.strides[d]);
+    positions *= os[d], taps *= w.shape(d + 1);
   }
-  const bool weight_gradient = dilated_kernel || kernel_taps > result_positions;
+  if (positions == 0) return std::nullopt;
+  const bool weight_gradient = dilated_kernel || taps > positions;
   const bool cpu = mx::default_device().type == mx::Device::cpu;
   if (!(cpu && input_dilation <= kMaxPatchInputDilation) &&
       !(groups == 1 && weight_gradient && input_dilation == 1))
     return std::nullopt;
-  const int nsp = s.nsp;
   // as_strided reads row-major memory: an unpadded input may be a view (a broadcast of jnp.ones,
   // a crop, a transposed layout). Nothing is evaluated yet: a refused graph is dropped.
   mx::array xp = mx::contiguous(pad_input(x, s));
@@ -212,16 +213,11 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
   for (int i = static_cast<int>(xs.size()) - 2; i >= 0; --i) row[i] = row[i + 1] * xs[i + 1];
   mx::Shape shape{xs[0]}, kshape;
   mx::Strides strides{row[0]}, kstrides;
-  int64_t positions = 1, taps = 1;
   for (int d = 0; d < nsp; ++d) {
-    const int64_t k = w.shape(d + 1), span = (k - 1) * s.rhs_dil[d] + 1;
-    if (xs[d + 1] < span) return std::nullopt;
-    const int64_t os = (xs[d + 1] - span) / s.strides[d] + 1;
-    shape.push_back(static_cast<int>(os));
+    shape.push_back(static_cast<int>(os[d]));
     strides.push_back(row[d + 1] * s.strides[d]);
-    kshape.push_back(static_cast<int>(k));
+    kshape.push_back(w.shape(d + 1));
     kstrides.push_back(row[d + 1] * s.rhs_dil[d]);
-    positions *= os, taps *= k;
   }
   const int64_t c = xs.back(), n = xs[0];
   const int g = static_cast<int>(groups), cg = static_cast<int>(c / groups);
@@ -289,7 +285,8 @@ bool phases_wanted(const mx::array& x, const ConvSpec& s) {
 
 constexpr int64_t kMaxPhases = 64;  // output phases of one convolution (a 3-D stride-4 transpose)
 
-mx::array float_conv(mx::array x, mx::array w, const ConvSpec& s, int64_t groups, bool flip);
+mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t groups,
+                     bool flip);
 
 // `w` reversed over every spatial dim ([O, K..., I]).
 mx::array flip_spatial(const mx::array& w) {
@@ -385,15 +382,8 @@ mx::array cudnn_operand(const mx::array& a) {
 // A float convolution of canonical operands (f32), output [N, OS..., O]. `flip`: the kernel is
 // `w` reversed over every spatial dim, which MLX's convolution takes as its `flip` argument
 // (passes/reversed_kernel.h); the patch matmuls take the reversed view.
-mx::array float_conv(mx::array x, mx::array w, const ConvSpec& s, int64_t groups, bool flip) {
-  // MLX's `flip` only for a plain kernel: on an H200, the input gradient of a grouped convolution
-  // with a dilated kernel (tests/ops/test_convolution.py, test_cnn_grad, 2 and 4 groups) came out
-  // wrong with it, in some runs and not others; the reversed view is copied first instead.
-  if (flip && (groups != 1 || std::any_of(s.rhs_dil.begin(), s.rhs_dil.end(),
-                                          [](int64_t d) { return d != 1; }))) {
-    w = flip_spatial(w);
-    flip = false;
-  }
+mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t groups,
+                     bool flip) {
   if (phases_wanted(x, s))
     if (std::optional<mx::array> y = phase_conv(x, w, s, groups, flip)) return *y;
   auto ints = [](const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); };
@@ -507,18 +497,26 @@ StatusOr<Values> lower_convolution(LowerContext& ctx, const ir::Op& op, const Va
     yshape.insert(yshape.begin() + 1, 1);
     add_unit_spatial_dim(s);
   }
-  // A window reversed along every spatial dim is MLX's `flip` where MLX convolves floats
-  // (float_conv); otherwise each reversed dim is a reversed view of the kernel.
-  const bool flip_all = std::all_of(s.reversal.begin(), s.reversal.end(), [](bool r) { return r; });
-  for (int d = 0; d < s.nsp; ++d)
-    if (s.reversal[d] && !flip_all) w = mx::flip(w, d + 1);
-  auto reversed = [&](const mx::array& k) { return flip_all ? flip_spatial(k) : k; };
   int64_t groups = s.feature_groups;
   if (s.batch_groups > 1) {
     if (x.shape(0) % s.batch_groups != 0) return ctx.malformed(op, "batch not divisible");
     x = fold_batch_groups(x, s.batch_groups);
     groups = s.batch_groups;
   }
+  // A window reversed along every spatial dim of a plain kernel is MLX's `flip` where MLX
+  // convolves floats (float_conv); otherwise the reversed dims are a reversed view of the kernel.
+  // Not with groups or a dilated kernel: on an H200, the input gradient of a grouped convolution
+  // with a dilated kernel (tests/ops/test_convolution.py, test_cnn_grad, 2 and 4 groups) came out
+  // wrong with `flip`, in some runs and not others.
+  const bool undilated_kernel =
+      std::all_of(s.rhs_dil.begin(), s.rhs_dil.end(), [](int64_t d) { return d == 1; });
+  const bool flip_all = groups == 1 && undilated_kernel &&
+                        std::all_of(s.reversal.begin(), s.reversal.end(), [](bool r) { return r; });
+  std::vector<int> reversed_dims;
+  for (int d = 0; d < s.nsp; ++d)
+    if (s.reversal[d] && !flip_all) reversed_dims.push_back(d + 1);
+  if (!reversed_dims.empty()) w = mx::flip(w, reversed_dims);
+  auto reversed = [&](const mx::array& k) { return flip_all ? flip_spatial(k) : k; };
   // Empty result, or an empty contraction (no features, an empty kernel window): all zeros.
   if (rt.num_elements() == 0 || x.size() == 0 || w.size() == 0)
     return Values{mx::zeros(storage_shape(rt), *out_dt)};
