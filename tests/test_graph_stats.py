@@ -58,6 +58,9 @@ def depthwise_conv(img, k):
                                       dimension_numbers=("NHWC", "HWIO", "NHWC"))
 def weight_grad(x, g):  # jax writes it as dot_general(cotangent, x), then transpose [1, 0]
   return jax.grad(lambda w: jnp.sum(jnp.sin(x @ w)))(g)
+def conv_weight_grad(img, k):  # jax's kernel gradient: x read as [C, H, W, N], dy as [O, H, W, N]
+  return jax.grad(lambda w: jnp.sum(jax.lax.conv_general_dilated(
+      img, w, (2, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")) ** 2))(k)
 def head_scores(hq, hk):  # attention's q k^T, heads split out of the model dim
   return jnp.einsum("bqhd,bkhd->bhqk", hq, hk)
 def label_pick_grad(x, lab):  # a cross-entropy's label pick and its transpose
@@ -68,7 +71,8 @@ for f, args in [(label_pick_grad, (x, lab)), (weight_grad, (x, g)),
                 (biased, (x3, b)), (times_transposed, (g, w)), (row_times_transposed, (g, w)),
                 (times_plain, (g,)), (conv, (img, k)), (conv_input_dilated, (img, k)),
                 (conv_input_dilated_9x, (img, k)), (grouped_conv, (img, k)),
-                (depthwise_conv, (img, k)), (head_scores, (hq, hk))]:
+                (depthwise_conv, (img, k)), (conv_weight_grad, (img, k)),
+                (head_scores, (hq, hk))]:
   want = np.asarray(jax.jit(f)(*jax.device_put(args, cpu)))
   g = jax.jit(f)
   for _ in range(2):  # the first call traces, the second replays
@@ -109,7 +113,7 @@ def test_every_program_is_counted(stats):
                         "jit_biased", "jit_times_transposed", "jit_row_times_transposed",
                         "jit_times_plain", "jit_conv", "jit_conv_input_dilated",
                         "jit_conv_input_dilated_9x", "jit_grouped_conv",
-                        "jit_depthwise_conv", "jit_head_scores"}
+                        "jit_depthwise_conv", "jit_conv_weight_grad", "jit_head_scores"}
   assert all(c["Sum"] == 1 for n, c in stats.items() if "sum" in n), stats
 
 
@@ -303,6 +307,16 @@ def test_convolutions_are_patch_matmuls_on_the_cpu(stats, name, on_mlx_cpu):
   # groups and dilated inputs: src/lower/convolution.cc, patch_matmul_conv.
   assert stats[name]["Convolution"] == 0 and stats[name]["Matmul"] == 1, stats[name]
   assert stats[name]["AsStrided"] == 1, stats[name]
+
+
+def test_a_convolutions_weight_gradient_transposes_nothing_on_the_cpu(stats, on_mlx_cpu):
+  # jax's kernel gradient convolves x read as [C, H, W, N] by dy read as [O, H, W, N] into
+  # [H, W, I, O]. The patch matmul reads x through its strides as it lies, takes dy as it lies as
+  # its [N * H * W, O] matrix, and makes its rows in the result's order; the forward kernel
+  # (HWIO) is the [H * W * I, O] matrix as it lies. Six Transpose nodes before (MLX keeps one per
+  # call, even where two cancel).
+  c = stats["jit_conv_weight_grad"]
+  assert c["Matmul"] == 2 and c["AsStrided"] == 2 and c["Transpose"] == 0, c
 
 
 def test_depthwise_convolutions_are_sums_of_shifted_inputs_on_the_cpu(stats, on_mlx_cpu):

@@ -39,6 +39,10 @@ struct ConvSpec {
   std::vector<int64_t> strides, lhs_dil, rhs_dil, pad_lo, pad_hi;
   std::vector<bool> reversal;
   int64_t feature_groups = 1, batch_groups = 1;
+  // The result's layout: the canonical dims [N, OS..., O] in the order the result holds them
+  // (empty: canonical). A patch matmul makes its rows in that order, so that the transposes to
+  // MLX's layout and back cancel (jax's weight gradients are [KH, KW, I, O]: OS, OS, N, O).
+  std::vector<int> result_order;
 };
 
 StatusOr<ConvSpec> read_spec(LowerContext& ctx, const ir::Op& op, const ir::ConvDims& dn) {
@@ -102,15 +106,26 @@ mx::array fold_batch_groups(const mx::array& x, int64_t bg) {
 }
 
 // The canonical input [N, S..., C] dilated by lhs_dilation and padded (zeros; negative crops).
-mx::array pad_input(const mx::array& x, const ConvSpec& s) {
-  std::vector<int64_t> lo{0}, hi{0}, interior{0};
+// `axes`: x is the canonical input transposed, its dim axes[i] the canonical dim i (padded in
+// its own layout).
+mx::array pad_input(const mx::array& x, const ConvSpec& s, const std::vector<int>& axes = {}) {
+  const size_t r = static_cast<size_t>(s.nsp) + 2;
+  std::vector<int64_t> lo(r, 0), hi(r, 0), interior(r, 0);
   for (int d = 0; d < s.nsp; ++d) {
-    lo.push_back(s.pad_lo[d]);
-    hi.push_back(s.pad_hi[d]);
-    interior.push_back(s.lhs_dil[d] - 1);
+    const size_t i = axes.empty() ? d + 1 : static_cast<size_t>(axes[d + 1]);
+    lo[i] = s.pad_lo[d];
+    hi[i] = s.pad_hi[d];
+    interior[i] = s.lhs_dil[d] - 1;
   }
-  lo.push_back(0), hi.push_back(0), interior.push_back(0);
   return pad_dilate(x, mx::zeros({}, x.dtype()), lo, hi, interior);
+}
+
+// Whether `a` is pad_dilate's padding: a slice update of a broadcast fill, which MLX writes into
+// a new row-contiguous array (its copy of a one-element input allocates; every backend).
+bool is_filled_copy(const mx::array& a) {
+  if (!a.has_primitive() || std::string_view(a.primitive().name()) != "SliceUpdate") return false;
+  const mx::array& base = a.inputs()[0];
+  return base.has_primitive() && std::string_view(base.primitive().name()) == "Broadcast";
 }
 
 constexpr int64_t kMaxPatchElements = int64_t{1} << 26;  // bound for explicit patches
@@ -181,11 +196,12 @@ mx::array depthwise_conv(const mx::array& xp, const mx::array& w, const mx::Shap
 // convolution).
 std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& w,
                                            const ConvSpec& s, int64_t groups) {
-  // JAXMLX_CONV_PATCHES=0 (read at each compile): none, so that MLX's own convolution runs
-  // everything, as it does on a GPU; tests check its paths (a reversed kernel as `flip`) on the
-  // CPU this way.
-  if (const char* v = std::getenv("JAXMLX_CONV_PATCHES"); v != nullptr && *v == '0')
-    return std::nullopt;
+  // JAXMLX_CONV_PATCHES (read at each compile): `0` none, so that MLX's own convolution runs
+  // everything; `gpu` only what a GPU takes here (the weight gradients), the rest is MLX's own
+  // convolution as on a GPU. Tests check those paths (a reversed kernel as `flip`) on the CPU.
+  const char* mode = std::getenv("JAXMLX_CONV_PATCHES");
+  const std::string_view patch_mode = mode == nullptr ? "" : mode;
+  if (patch_mode == "0") return std::nullopt;
   const auto one = [](int64_t v) { return v == 1; };
   const int64_t input_dilation = std::accumulate(s.lhs_dil.begin(), s.lhs_dil.end(), int64_t{1},
                                                  std::multiplies<int64_t>());
@@ -200,24 +216,35 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
   }
   if (positions == 0) return std::nullopt;
   const bool weight_gradient = dilated_kernel || taps > positions;
-  const bool cpu = mx::default_device().type == mx::Device::cpu;
+  const bool cpu = mx::default_device().type == mx::Device::cpu && patch_mode != "gpu";
   if (!(cpu && input_dilation <= kMaxPatchInputDilation) &&
       !(groups == 1 && weight_gradient && input_dilation == 1))
     return std::nullopt;
   // as_strided reads row-major memory: an unpadded input may be a view (a broadcast of jnp.ones,
-  // a crop, a transposed layout). Nothing is evaluated yet: a refused graph is dropped.
-  mx::array xp = mx::contiguous(pad_input(x, s));
+  // a crop, a transposed layout). Without groups a transposed input is padded as it lies and read
+  // through its strides: jax's weight gradients read x [N, S..., C] as [C, S..., N]. Nothing is
+  // evaluated yet: a refused graph is dropped.
+  const Untransposed u = groups == 1 ? untransposed(x) : Untransposed{x, {}};
+  mx::array xp = pad_input(u.source, s, u.axes);
+  if (!is_filled_copy(xp)) xp = mx::contiguous(xp);
   if (static_cast<int64_t>(xp.size()) > kMaxPatchElements) return std::nullopt;
-  const mx::Shape& xs = xp.shape();
-  mx::Strides row(xs.size(), 1);
-  for (int i = static_cast<int>(xs.size()) - 2; i >= 0; --i) row[i] = row[i + 1] * xs[i + 1];
+  // The padded input's canonical dims: sizes and strides in xp's row-major memory.
+  const int rank = xp.ndim();
+  mx::Strides row(rank, 1);
+  for (int i = rank - 2; i >= 0; --i) row[i] = row[i + 1] * xp.shape(i + 1);
+  mx::Shape xs(rank);
+  mx::Strides cs(rank);
+  for (int i = 0; i < rank; ++i) {
+    const int a = u.axes.empty() ? i : u.axes[i];
+    xs[i] = xp.shape(a), cs[i] = row[a];
+  }
   mx::Shape shape{xs[0]}, kshape;
-  mx::Strides strides{row[0]}, kstrides;
+  mx::Strides strides{cs[0]}, kstrides;
   for (int d = 0; d < nsp; ++d) {
     shape.push_back(static_cast<int>(os[d]));
-    strides.push_back(row[d + 1] * s.strides[d]);
+    strides.push_back(cs[d + 1] * s.strides[d]);
     kshape.push_back(w.shape(d + 1));
-    kstrides.push_back(row[d + 1] * s.rhs_dil[d]);
+    kstrides.push_back(cs[d + 1] * s.rhs_dil[d]);
   }
   const int64_t c = xs.back(), n = xs[0];
   const int g = static_cast<int>(groups), cg = static_cast<int>(c / groups);
@@ -228,24 +255,65 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
     return depthwise_conv(xp, w, shape, strides, kstrides, out);
   if (n * positions * taps * c > kMaxPatchElements) return std::nullopt;
   const int rows = static_cast<int>(n * positions), depth = static_cast<int>(taps * cg);
-  // Patches [G, N, OS..., K..., Cg] -> [G, N * OS, K * Cg] (the group outermost: a copy).
-  shape.insert(shape.end(), kshape.begin(), kshape.end());
-  strides.insert(strides.end(), kstrides.begin(), kstrides.end());
-  shape.insert(shape.begin(), g), shape.push_back(cg);
-  strides.insert(strides.begin(), cg), strides.push_back(1);
-  mx::array patches = mx::reshape(mx::as_strided(xp, shape, strides, 0), {g, rows, depth});
-  // [G * Og, K..., Cg] -> [G, K..., Cg, Og]: for jax's forward kernels (HWIO) without groups the
-  // transposes cancel.
-  mx::Shape split{g, og};
-  split.insert(split.end(), w.shape().begin() + 1, w.shape().end());
-  std::vector<int> to_last{0};
-  for (int d = 2; d < nsp + 3; ++d) to_last.push_back(d);
-  to_last.push_back(1);
-  mx::array kernel = mx::reshape(mx::transpose(mx::reshape(w, split), to_last), {g, depth, og});
+  // The rows in the result's order where it has O last (no groups), else [N, OS...].
+  std::vector<int> row_dims(nsp + 1);
+  std::iota(row_dims.begin(), row_dims.end(), 0);
+  const bool result_rows = g == 1 && s.result_order.size() == static_cast<size_t>(nsp) + 2 &&
+                           s.result_order.back() == nsp + 1;
+  if (result_rows) row_dims.assign(s.result_order.begin(), s.result_order.end() - 1);
+  // The kernel [O, K..., Cg] as the matrix [K..., Cg, O], or [Cg, K..., O] where that is how it
+  // lies: jax's weight gradients convolve by the cotangent [N, S..., O] read as [O, S..., N]
+  // (jax's forward kernels, HWIO, are the first). The patches' depth follows.
+  std::vector<int> taps_first, features_first{nsp + 1};
+  for (int d = 1; d <= nsp; ++d) taps_first.push_back(d), features_first.push_back(d);
+  taps_first.push_back(nsp + 1);
+  taps_first.push_back(0), features_first.push_back(0);
+  bool by_features = false;
+  if (g == 1) {
+    const Untransposed wu = untransposed(w);
+    auto lies_as = [&](const std::vector<int>& p) {
+      std::vector<int> composed;
+      for (int d : p) composed.push_back(wu.axes[d]);
+      return is_identity(composed);
+    };
+    by_features = !lies_as(taps_first) && lies_as(features_first);
+  }
+  // Patches [G, rows..., depth...] -> [G, rows, depth] (a copy).
+  mx::Shape pshape{g};
+  mx::Strides pstrides{cg * cs.back()};
+  for (int rd : row_dims) {
+    pshape.push_back(rd == 0 ? static_cast<int>(n) : static_cast<int>(os[rd - 1]));
+    pstrides.push_back(rd == 0 ? cs[0] : cs[rd] * s.strides[rd - 1]);
+  }
+  if (by_features) pshape.push_back(cg), pstrides.push_back(cs.back());
+  pshape.insert(pshape.end(), kshape.begin(), kshape.end());
+  pstrides.insert(pstrides.end(), kstrides.begin(), kstrides.end());
+  if (!by_features) pshape.push_back(cg), pstrides.push_back(cs.back());
+  mx::array patches = mx::reshape(mx::as_strided(xp, pshape, pstrides, 0), {g, rows, depth});
+  mx::array kernel = [&] {
+    if (g == 1)
+      return mx::reshape(permute(w, by_features ? features_first : taps_first), {1, depth, og});
+    // [G * Og, K..., Cg] -> [G, K..., Cg, Og].
+    mx::Shape split{g, og};
+    split.insert(split.end(), w.shape().begin() + 1, w.shape().end());
+    std::vector<int> to_last{0};
+    for (int d = 2; d < nsp + 3; ++d) to_last.push_back(d);
+    to_last.push_back(1);
+    return mx::reshape(mx::transpose(mx::reshape(w, split), to_last), {g, depth, og});
+  }();
   if (row_major_rhs_pays(rows)) kernel = mx::contiguous(kernel);
-  mx::array y = mx::matmul(patches, kernel);  // [G, N * OS, Og]
+  mx::array y = mx::matmul(patches, kernel);  // [G, rows, Og]
   if (g > 1) y = mx::transpose(y, {1, 0, 2});
-  return mx::reshape(y, out);
+  if (!result_rows) return mx::reshape(y, out);
+  // [rows in the result's order..., O], returned as the canonical view of it (the caller's
+  // permutation to the result's layout cancels it).
+  mx::Shape held;
+  std::vector<int> canonical(nsp + 2);
+  for (size_t j = 0; j < s.result_order.size(); ++j) {
+    held.push_back(out[s.result_order[j]]);
+    canonical[s.result_order[j]] = static_cast<int>(j);
+  }
+  return permute(mx::reshape(y, held), canonical);
 }
 
 // MLX 0.32's CUDA backend: its convolution of an input dilated by MLX itself gave wrong values
@@ -331,6 +399,7 @@ std::optional<mx::array> phase_conv(const mx::array& x, const mx::array& w, cons
   for (int d : dilated) dims.push_back(s.lhs_dil[d]);
   for (const std::vector<int64_t>& p : box_offsets(dims)) {
     ConvSpec ps = s;
+    ps.result_order.clear();  // the phases are written into a canonical result
     mx::Shape ks(w.ndim(), 0), ke = w.shape(), kstep(w.ndim(), 1);
     mx::Shape ys(out.size(), 0), ye = out, ystep(out.size(), 1);
     bool empty = false;
@@ -492,6 +561,7 @@ StatusOr<Values> lower_convolution(LowerContext& ctx, const ir::Op& op, const Va
   std::vector<int> back(yperm.size());
   for (size_t i = 0; i < yperm.size(); ++i) back[yperm[i]] = static_cast<int>(i);
   const mx::Shape ycanon = yshape;  // [N, OS..., O], before a unit spatial dim is added
+  if (s.nsp > 0) s.result_order = back;
   if (s.nsp == 0) {
     x = mx::expand_dims(x, 1), w = mx::expand_dims(w, 1);
     yshape.insert(yshape.begin() + 1, 1);
@@ -548,7 +618,7 @@ StatusOr<Values> lower_convolution(LowerContext& ctx, const ir::Op& op, const Va
     y = float_conv(mx::astype(x, mx::float32), mx::astype(w, mx::float32), s, groups, flip_all);
   }
   if (y.shape() != yshape) return ctx.malformed(op, "result shape does not match the window");
-  return Values{mx::astype(permute(mx::reshape(y, ycanon), back), *out_dt)};
+  return Values{mx::astype(permute(reshape_view(y, ycanon), back), *out_dt)};
 }
 
 }  // namespace

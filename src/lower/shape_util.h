@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48,12 +49,36 @@ inline void extend_trailing(const ir::Type& t, mx::Shape* start, mx::Shape* stop
   }
 }
 
-// mx::transpose, except that the identity permutation is no MLX op at all (MLX would add a
-// Transpose primitive: a few microseconds of dispatch on every run).
-inline mx::array permute(const mx::array& a, const std::vector<int>& perm) {
+inline bool is_identity(const std::vector<int>& perm) {
   for (size_t i = 0; i < perm.size(); ++i)
-    if (perm[i] != static_cast<int>(i)) return mx::transpose(a, perm);
-  return a;
+    if (perm[i] != static_cast<int>(i)) return false;
+  return true;
+}
+
+// An array as the source it transposes: a pending (unevaluated) MLX transpose is looked through,
+// so that dim i of the array is dim axes[i] of `source` (axes the identity for anything else).
+struct Untransposed {
+  mx::array source;
+  std::vector<int> axes;
+};
+inline Untransposed untransposed(const mx::array& a) {
+  if (a.has_primitive() && std::string_view(a.primitive().name()) == "Transpose")
+    return {a.inputs()[0], static_cast<const mx::Transpose&>(a.primitive()).state()};
+  std::vector<int> axes(a.ndim());
+  std::iota(axes.begin(), axes.end(), 0);
+  return {a, std::move(axes)};
+}
+
+// mx::transpose, except that the identity permutation is no MLX op at all (MLX would add a
+// Transpose primitive: a few microseconds of dispatch on every run), and a transpose of a pending
+// transpose is one transpose of its source (none when they cancel: a convolution's operands
+// permuted to MLX's layout and its result permuted back; MLX keeps a node for each).
+inline mx::array permute(const mx::array& a, const std::vector<int>& perm) {
+  if (is_identity(perm)) return a;
+  const Untransposed u = untransposed(a);
+  std::vector<int> composed(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) composed[i] = u.axes[perm[i]];
+  return is_identity(composed) ? u.source : mx::transpose(u.source, composed);
 }
 
 // `s` without its leading size-1 dims: all that numpy's trailing alignment of a broadcast reads.

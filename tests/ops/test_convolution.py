@@ -30,14 +30,17 @@ from tests.ops.harness import check
 F32_SUM_TOL = dict(rtol=1e-5, atol=1e-5)
 
 
-@pytest.fixture(params=[("1", "1"), ("0", "1"), ("1", "0"), ("0", "0")],
-                ids=["phases", "dilated", "phases-mlx", "dilated-mlx"])
+@pytest.fixture(params=[("1", "1"), ("0", "1"), ("1", "0"), ("0", "0"), ("1", "gpu"),
+                        ("0", "gpu")],
+                ids=["phases", "dilated", "phases-mlx", "dilated-mlx", "phases-gpu",
+                     "dilated-gpu"])
 def phases(request, monkeypatch):
   """Both ways of an input-dilated float convolution: one undilated convolution per output phase
   (the CPU's default, and CUDA's for large inputs: src/lower/convolution.cc, phase_conv), or the
   input dilated (patches over it on the CPU, MLX's own dilation elsewhere); each with the CPU's
-  patch matmuls or with MLX's own convolution as on a GPU (JAXMLX_CONV_PATCHES=0), which takes a
-  kernel reversed by jax's input gradients as its `flip` (passes/reversed_kernel.h)."""
+  patch matmuls, with MLX's own convolution for everything (JAXMLX_CONV_PATCHES=0), which takes a
+  kernel reversed by jax's input gradients as its `flip` (passes/reversed_kernel.h), or with the
+  mix a GPU runs (`gpu`: patch matmuls for jax's weight gradients, MLX's convolution elsewhere)."""
   monkeypatch.setenv("JAXMLX_CONV_PHASES", request.param[0])
   monkeypatch.setenv("JAXMLX_CONV_PATCHES", request.param[1])
   return request.param
@@ -73,6 +76,25 @@ def test_conv2d_layouts(dn, padding, strides):
                    dict(O=4, I=3, h=3, w=2), seed=2)
   check(lambda a, b: lax.conv_general_dilated(a, b, strides, padding, dimension_numbers=dn),
         x, w)
+
+
+@pytest.mark.parametrize("patches", ["1", "gpu"])
+@pytest.mark.parametrize("strides", [(1, 1), (2, 1)], ids=str)
+@pytest.mark.parametrize("padding", ["SAME", [(1, 0), (0, 2)]], ids=str)
+@pytest.mark.parametrize("dn", LAYOUTS, ids=lambda d: "-".join(d))
+def test_gradients_in_layouts(dn, padding, strides, patches, monkeypatch):
+  # jax's kernel gradient reads x and dy in transposed layouts and writes the kernel's layout: the
+  # patch matmuls read them as they lie and make their rows in the result's order
+  # (convolution.cc, patch_matmul_conv). Small integers: the sums are exact in any order.
+  monkeypatch.setenv("JAXMLX_CONV_PATCHES", patches)
+  lhs_spec, rhs_spec, out_spec = dn
+  x = layout_array(lhs_spec.replace("H", "h").replace("W", "w"),
+                   dict(N=2, C=3, h=7, w=6), seed=3)
+  w = layout_array(rhs_spec.replace("H", "h").replace("W", "w"),
+                   dict(O=4, I=3, h=3, w=2), seed=4)
+  conv = lambda a, b: lax.conv_general_dilated(a, b, strides, padding, dimension_numbers=dn)
+  ct = small_ints(np.float32, jax.eval_shape(conv, x, w).shape, 5)
+  check(jax.grad(lambda a, b, c: jnp.sum(conv(a, b) * c), argnums=(0, 1)), x, w, ct)
 
 
 # ---- dilations ------------------------------------------------------------------------------
