@@ -313,10 +313,11 @@ def test_a_convolutions_weight_gradient_transposes_nothing_on_the_cpu(stats, on_
   # jax's kernel gradient convolves x read as [C, H, W, N] by dy read as [O, H, W, N] into
   # [H, W, I, O]. The patch matmul reads x through its strides as it lies, takes dy as it lies as
   # its [N * H * W, O] matrix, and makes its rows in the result's order; the forward kernel
-  # (HWIO) is the [H * W * I, O] matrix as it lies. Six Transpose nodes before (MLX keeps one per
-  # call, even where two cancel).
+  # (HWIO) is the [H * W * I, O] matrix as it lies. The one transpose left is the patches': copied
+  # as [N * H' * W', H * W * I] along x's features, and multiplied transposed in place. Six
+  # Transpose nodes before (MLX keeps one per call, even where two cancel).
   c = stats["jit_conv_weight_grad"]
-  assert c["Matmul"] == 2 and c["AsStrided"] == 2 and c["Transpose"] == 0, c
+  assert c["Matmul"] == 2 and c["AsStrided"] == 2 and c["Transpose"] == 1, c
 
 
 def test_depthwise_convolutions_are_sums_of_shifted_inputs_on_the_cpu(stats, on_mlx_cpu):
@@ -363,6 +364,40 @@ def test_a_reversed_kernel_is_the_convolutions_flip(tmp_path):
                                         JAXMLX_CONV_PATCHES="0", JAXMLX_CPU_FUSION="0"))
   c = last_run_counts(log)["jit_input_grad"]
   assert c["Convolution"] == 1 and c["Slice"] == 0 and c["Gather"] == 0, c
+
+WEIGHT_GRAD_SIZES_CHILD = r"""
+import jax, jax.numpy as jnp, numpy as np
+mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]
+rng = np.random.default_rng(0)
+def weight_grad(x, w, c):
+  conv = lambda b: jax.lax.conv_general_dilated(x, b, (1, 1), "SAME",
+                                                dimension_numbers=("NHWC", "HWIO", "NHWC"))
+  return jax.grad(lambda b: jnp.sum(conv(b) * c))(w)
+for n in (8, 16):  # 16 * 9 * 1024 * n patch elements: 1.2M and 2.4M
+  x = rng.integers(-4, 5, (n, 32, 32, 16)).astype(np.float32)
+  w = rng.integers(-4, 5, (3, 3, 16, 16)).astype(np.float32)
+  c = rng.integers(-4, 5, (n, 32, 32, 16)).astype(np.float32)
+  def large_weight_grad(*a): return weight_grad(*a)
+  g = jax.jit(weight_grad if n == 8 else large_weight_grad)  # programs named by size
+  want = np.asarray(jax.jit(weight_grad)(*jax.device_put((x, w, c), cpu)))
+  got = np.asarray(g(*jax.device_put((x, w, c), mlx)))
+  np.testing.assert_array_equal(got, want)
+"""
+
+
+def test_a_gpus_weight_gradients_are_patch_matmuls_up_to_a_size(tmp_path):
+  # JAXMLX_CONV_PATCHES=gpu: as on a GPU, a stride-1 convolution's weight gradient is a patch
+  # matmul up to 2^21 patch elements, MLX's convolution (cuDNN's on CUDA) above
+  # (convolution.cc, kMaxUndilatedGpuPatchElements). The loss is linear in w: jax leaves the
+  # forward convolution out.
+  log = tmp_path / "stats.log"
+  run_child(WEIGHT_GRAD_SIZES_CHILD, dict(os.environ, JAXMLX_GRAPH_STATS=str(log),
+                                          JAXMLX_CONV_PATCHES="gpu", JAXMLX_CPU_FUSION="0"))
+  counts = last_run_counts(log)
+  small, large = counts["jit_weight_grad"], counts["jit_large_weight_grad"]
+  assert small["Matmul"] == 1 and small["Convolution"] == 0, small
+  assert large["Matmul"] == 0 and large["Convolution"] == 1, large
+
 
 PROFILED = r"""
 import jax, jax.numpy as jnp, numpy as np

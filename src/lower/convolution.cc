@@ -134,6 +134,16 @@ constexpr int64_t kMaxPatchElements = int64_t{1} << 26;  // bound for explicit p
 // still beat MLX's naive loop (a stride-2 2-D conv_transpose 16 -> 14 ms; stride 3 and 4: 29 ->
 // 53 and 46 -> 147 ms; 4x16x16x32 inputs, 32 features).
 constexpr int64_t kMaxPatchInputDilation = 4;
+// On a GPU, the patch elements up to which the weight gradient of a stride-1 convolution (its
+// "kernel", the cotangent, undilated and with more taps than the result has positions) is a patch
+// matmul; larger ones are MLX's convolution (cuDNN's weight-gradient kernels). Measured on an H200
+// only on both sides of it: resnet_train's default-size gradients (at most 1.2M elements) took 79
+// µs each in cuDNN's wgrad2d_grouped_direct_kernel against 6-12 µs as matmuls; at the full size
+// (2.4M-19M elements) the step was 1.06x native MLX's time with cuDNN's (BENCHMARKS-H200-full.md
+// of e4f7f35) and 1.56x with patches copied along the input's rows (bench/README.md, "Weight
+// gradients' patches", thirtieth stop). Gradients of strided convolutions (a dilated "kernel")
+// are patches at every size, as they were in both.
+constexpr int64_t kMaxUndilatedGpuPatchElements = int64_t{1} << 21;
 // Kernel offsets up to which a depthwise convolution is a sum of shifted inputs (two primitives
 // per offset; a 7x7 kernel is 49). Larger windows (a depthwise weight gradient, whose "kernel"
 // is the cotangent) take the grouped patches.
@@ -189,11 +199,11 @@ mx::array depthwise_conv(const mx::array& xp, const mx::array& w, const mx::Shap
 // over all takes this path (most dilated inputs reach it undilated, one output phase at a time:
 // phase_conv). Elsewhere only jax's weight gradients (an undilated input and no groups, its
 // "kernel" the cotangent: dilated for a strided convolution, or with more taps than the result
-// has positions), as MLX computes its own (primitives.cpp, conv_weight_backward_patches): on an
-// H200 cuDNN took 79 µs for each of five such default-size resnet_train convolutions
-// (wgrad2d_grouped_direct_kernel), where native MLX's matmuls took 6-12. MLX's GPU convolutions
-// handle the rest better. nullopt: none of those, or the patches would be too large (MLX's own
-// convolution).
+// has positions; the latter up to kMaxUndilatedGpuPatchElements), as MLX computes its own
+// (primitives.cpp, conv_weight_backward_patches): on an H200 cuDNN took 79 µs for each of five
+// such default-size resnet_train convolutions (wgrad2d_grouped_direct_kernel), where native
+// MLX's matmuls took 6-12. MLX's GPU convolutions handle the rest better. nullopt: none of
+// those, or the patches would be too large (MLX's own convolution).
 std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& w,
                                            const ConvSpec& s, int64_t groups) {
   // JAXMLX_CONV_PATCHES (read at each compile): `0` none, so that MLX's own convolution runs
@@ -215,7 +225,9 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
     positions *= os[d], taps *= w.shape(d + 1);
   }
   if (positions == 0) return std::nullopt;
-  const bool weight_gradient = dilated_kernel || taps > positions;
+  const int64_t patch_elements = x.shape(0) * positions * taps * x.shape(-1);
+  const bool weight_gradient =
+      dilated_kernel || (taps > positions && patch_elements <= kMaxUndilatedGpuPatchElements);
   const bool cpu = mx::default_device().type == mx::Device::cpu && patch_mode != "gpu";
   if (!(cpu && input_dilation <= kMaxPatchInputDilation) &&
       !(groups == 1 && weight_gradient && input_dilation == 1))
@@ -278,18 +290,37 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
     };
     by_features = !lies_as(taps_first) && lies_as(features_first);
   }
-  // Patches [G, rows..., depth...] -> [G, rows, depth] (a copy).
+  // Where the input's innermost dim in memory is the rows' innermost (jax's weight gradients: x's
+  // features, the canonical batch, last in HWIO's rows), the patches are copied depth-major, [depth..., rows...], so that the
+  // copy reads along that dim (native MLX's own weight-gradient patches, [N, OS..., K..., C], are
+  // read this way), and the matmul takes them transposed (in place). Else [G, rows..., depth...].
+  const int inner = static_cast<int>(
+      std::find(u.axes.begin(), u.axes.end(), rank - 1) - u.axes.begin());
+  const bool depth_major =
+      g == 1 && !u.axes.empty() && inner == 0 && cs[0] == 1 && row_dims.back() == 0;
+  mx::Shape rshape, dshape;
+  mx::Strides rstrides, dstrides;
+  for (int rd : row_dims) {
+    rshape.push_back(rd == 0 ? static_cast<int>(n) : static_cast<int>(os[rd - 1]));
+    rstrides.push_back(rd == 0 ? cs[0] : cs[rd] * s.strides[rd - 1]);
+  }
+  if (by_features) dshape.push_back(cg), dstrides.push_back(cs.back());
+  dshape.insert(dshape.end(), kshape.begin(), kshape.end());
+  dstrides.insert(dstrides.end(), kstrides.begin(), kstrides.end());
+  if (!by_features) dshape.push_back(cg), dstrides.push_back(cs.back());
   mx::Shape pshape{g};
   mx::Strides pstrides{cg * cs.back()};
-  for (int rd : row_dims) {
-    pshape.push_back(rd == 0 ? static_cast<int>(n) : static_cast<int>(os[rd - 1]));
-    pstrides.push_back(rd == 0 ? cs[0] : cs[rd] * s.strides[rd - 1]);
-  }
-  if (by_features) pshape.push_back(cg), pstrides.push_back(cs.back());
-  pshape.insert(pshape.end(), kshape.begin(), kshape.end());
-  pstrides.insert(pstrides.end(), kstrides.begin(), kstrides.end());
-  if (!by_features) pshape.push_back(cg), pstrides.push_back(cs.back());
-  mx::array patches = mx::reshape(mx::as_strided(xp, pshape, pstrides, 0), {g, rows, depth});
+  const auto append = [&](const mx::Shape& sh, const mx::Strides& st) {
+    pshape.insert(pshape.end(), sh.begin(), sh.end());
+    pstrides.insert(pstrides.end(), st.begin(), st.end());
+  };
+  if (depth_major)
+    append(dshape, dstrides), append(rshape, rstrides);
+  else
+    append(rshape, rstrides), append(dshape, dstrides);
+  mx::array patches = mx::as_strided(xp, pshape, pstrides, 0);
+  patches = depth_major ? mx::swapaxes(mx::reshape(patches, {g, depth, rows}), 1, 2)
+                        : mx::reshape(patches, {g, rows, depth});
   mx::array kernel = [&] {
     if (g == 1)
       return mx::reshape(permute(w, by_features ? features_first : taps_first), {1, depth, og});
