@@ -140,9 +140,10 @@ constexpr int64_t kMaxPatchInputDilation = 4;
 // only on both sides of it: resnet_train's default-size gradients (at most 1.2M elements) took 79
 // µs each in cuDNN's wgrad2d_grouped_direct_kernel against 6-12 µs as matmuls; at the full size
 // (2.4M-19M elements) the step was 1.06x native MLX's time with cuDNN's (BENCHMARKS-H200-full.md
-// of e4f7f35) and 1.56x with patches copied along the input's rows (bench/README.md, "Weight
-// gradients' patches", thirtieth stop). Gradients of strided convolutions (a dilated "kernel")
-// are patches at every size, as they were in both.
+// of e4f7f35) and 1.56x with patches (1983646's library, whose other convolution changes may
+// share the blame: not yet separated; bench/README.md, "Weight gradients' patches", thirtieth
+// stop). Gradients of strided convolutions (a dilated "kernel") are patches at every size, as
+// they were in both.
 constexpr int64_t kMaxUndilatedGpuPatchElements = int64_t{1} << 21;
 // Kernel offsets up to which a depthwise convolution is a sum of shifted inputs (two primitives
 // per offset; a 7x7 kernel is 49). Larger windows (a depthwise weight gradient, whose "kernel"
@@ -291,9 +292,10 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
     by_features = !lies_as(taps_first) && lies_as(features_first);
   }
   // Where the input's innermost dim in memory is the rows' innermost (jax's weight gradients: x's
-  // features, the canonical batch, last in HWIO's rows), the patches are copied depth-major, [depth..., rows...], so that the
-  // copy reads along that dim (native MLX's own weight-gradient patches, [N, OS..., K..., C], are
-  // read this way), and the matmul takes them transposed (in place). Else [G, rows..., depth...].
+  // features, the canonical batch, last in HWIO's rows), the patches are copied depth-major,
+  // [depth..., rows...], so that the copy reads along that dim (native MLX's own weight-gradient
+  // patches, [N, OS..., K..., C], are read this way), and the matmul takes them transposed (in
+  // place). Else [G, rows..., depth...].
   const int inner = static_cast<int>(
       std::find(u.axes.begin(), u.axes.end(), rank - 1) - u.axes.begin());
   const bool depth_major =
