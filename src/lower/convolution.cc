@@ -221,8 +221,8 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
   std::vector<int64_t> os(nsp);  // result positions per spatial dim
   int64_t positions = 1, taps = 1;
   for (int d = 0; d < nsp; ++d) {
-    const int64_t padded = (x.shape(d + 1) - 1) * s.lhs_dil[d] + 1 + s.pad_lo[d] + s.pad_hi[d];
-    os[d] = window_count(padded, (w.shape(d + 1) - 1) * s.rhs_dil[d] + 1, s.strides[d]);
+    const int64_t padded = dilated_size(x.shape(d + 1), s.lhs_dil[d]) + s.pad_lo[d] + s.pad_hi[d];
+    os[d] = window_count(padded, dilated_size(w.shape(d + 1), s.rhs_dil[d]), s.strides[d]);
     positions *= os[d], taps *= w.shape(d + 1);
   }
   if (positions == 0) return std::nullopt;
@@ -251,11 +251,14 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
     const int a = u.axes.empty() ? i : u.axes[i];
     xs[i] = xp.shape(a), cs[i] = row[a];
   }
-  mx::Shape shape{xs[0]}, kshape;
-  mx::Strides strides{cs[0]}, kstrides;
+  // Row dim rd of the patches: 0 the batch, d + 1 the result positions along spatial dim d.
+  const auto row_size = [&](int rd) { return rd == 0 ? xs[0] : static_cast<int>(os[rd - 1]); };
+  const auto row_stride = [&](int rd) { return rd == 0 ? cs[0] : cs[rd] * s.strides[rd - 1]; };
+  mx::Shape shape, kshape;
+  mx::Strides strides, kstrides;
+  for (int rd = 0; rd <= nsp; ++rd)
+    shape.push_back(row_size(rd)), strides.push_back(row_stride(rd));
   for (int d = 0; d < nsp; ++d) {
-    shape.push_back(static_cast<int>(os[d]));
-    strides.push_back(cs[d + 1] * s.strides[d]);
     kshape.push_back(w.shape(d + 1));
     kstrides.push_back(cs[d + 1] * s.rhs_dil[d]);
   }
@@ -266,7 +269,7 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
   out.push_back(o);
   if (groups > 1 && cg == 1 && taps <= kMaxDepthwiseTaps)
     return depthwise_conv(xp, w, shape, strides, kstrides, out);
-  if (n * positions * taps * c > kMaxPatchElements) return std::nullopt;
+  if (patch_elements > kMaxPatchElements) return std::nullopt;
   const int rows = static_cast<int>(n * positions), depth = static_cast<int>(taps * cg);
   // The rows in the result's order where it has O last (no groups), else [N, OS...].
   std::vector<int> row_dims(nsp + 1);
@@ -302,10 +305,7 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
       g == 1 && !u.axes.empty() && inner == 0 && cs[0] == 1 && row_dims.back() == 0;
   mx::Shape rshape, dshape;
   mx::Strides rstrides, dstrides;
-  for (int rd : row_dims) {
-    rshape.push_back(rd == 0 ? static_cast<int>(n) : static_cast<int>(os[rd - 1]));
-    rstrides.push_back(rd == 0 ? cs[0] : cs[rd] * s.strides[rd - 1]);
-  }
+  for (int rd : row_dims) rshape.push_back(row_size(rd)), rstrides.push_back(row_stride(rd));
   if (by_features) dshape.push_back(cg), dstrides.push_back(cs.back());
   dshape.insert(dshape.end(), kshape.begin(), kshape.end());
   dstrides.insert(dstrides.end(), kstrides.begin(), kstrides.end());
@@ -380,7 +380,7 @@ bool phases_wanted(const mx::array& x, const ConvSpec& s) {
   if (mx::default_device().type == mx::Device::cpu) return true;
   if (!on_cuda_gpu()) return false;
   int64_t dilated = static_cast<int64_t>(x.itemsize()) * x.shape(0) * x.shape(-1);
-  for (int d = 0; d < s.nsp; ++d) dilated *= (x.shape(d + 1) - 1) * s.lhs_dil[d] + 1;
+  for (int d = 0; d < s.nsp; ++d) dilated *= dilated_size(x.shape(d + 1), s.lhs_dil[d]);
   return dilated >= kMinPhaseBytesCuda;
 }
 
@@ -416,8 +416,8 @@ std::optional<mx::array> phase_conv(const mx::array& x, const mx::array& w, cons
   mx::Shape out{x.shape(0)};
   for (int d = 0; d < nsp; ++d) {
     const int64_t dil = s.lhs_dil[d], k = w.shape(d + 1);
-    const int64_t padded = (x.shape(d + 1) - 1) * dil + 1 + s.pad_lo[d] + s.pad_hi[d];
-    const int64_t span = (k - 1) * s.rhs_dil[d] + 1;
+    const int64_t padded = dilated_size(x.shape(d + 1), dil) + s.pad_lo[d] + s.pad_hi[d];
+    const int64_t span = dilated_size(k, s.rhs_dil[d]);
     if (padded < span) return std::nullopt;
     out.push_back(static_cast<int>((padded - span) / s.strides[d] + 1));
     if (dil == 1) continue;

@@ -73,9 +73,8 @@ std::vector<int64_t> offset_start(const WindowSpec& w, const std::vector<int64_t
 std::vector<int64_t> window_counts(const WindowSpec& w, const std::vector<int64_t>& shape) {
   std::vector<int64_t> out;
   for (size_t d = 0; d < shape.size(); ++d) {
-    const int64_t dil = shape[d] == 0 ? 0 : (shape[d] - 1) * w.base_dil[d] + 1;
-    const int64_t padded = dil + w.lo[d] + w.hi[d];
-    const int64_t extent = w.dims[d] == 0 ? 0 : (w.dims[d] - 1) * w.win_dil[d] + 1;
+    const int64_t padded = dilated_size(shape[d], w.base_dil[d]) + w.lo[d] + w.hi[d];
+    const int64_t extent = dilated_size(w.dims[d], w.win_dil[d]);
     out.push_back(window_count(std::max<int64_t>(padded, 0), extent, w.strides[d]));
   }
   return out;

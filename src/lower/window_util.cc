@@ -16,7 +16,7 @@ mx::array pad_dilate(const mx::array& x_in, const mx::array& fill, const std::ve
   bool any_interior = false;
   for (int d = 0; d < r; ++d) {
     const int64_t n = x.shape(d), in = interior.empty() ? 0 : interior[d];
-    dil[d] = n == 0 ? 0 : static_cast<int>(n + (n - 1) * in);
+    dil[d] = static_cast<int>(dilated_size(n, in + 1));
     strides[d] = static_cast<int>(in + 1);
     any_interior |= in > 0 && n > 1;
   }

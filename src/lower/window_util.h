@@ -21,6 +21,9 @@ mx::array pad_dilate(const mx::array& x, const mx::array& fill, const std::vecto
 mx::array strided_window(const mx::array& x, const std::vector<int64_t>& start,
                          const std::vector<int64_t>& stride, const std::vector<int64_t>& count);
 
+// The extent of `n` elements dilated by `d` (d - 1 holes between neighbours; none: 0).
+inline int64_t dilated_size(int64_t n, int64_t d) { return n == 0 ? 0 : (n - 1) * d + 1; }
+
 // Number of windows of extent `window` (already dilated) with `stride` that fit in `size`.
 int64_t window_count(int64_t size, int64_t window, int64_t stride);
 
