@@ -1225,12 +1225,6 @@ TEST(SinkNegations, OtherSumsStay) {
   });
 }
 
-}  // namespace
-}  // namespace jaxmlx::passes
-
-namespace jaxmlx::passes {
-namespace {
-
 // main(x: f32[1, 5, 5, 2], w: f32[3, 3, 2, 4]) = convolution(x, reverse(w, `dims`)) in NHWC /
 // HWIO, its window reversal `reversal` (none when empty); the reverse also returned when
 // `extra_use`.

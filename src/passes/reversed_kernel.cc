@@ -13,12 +13,10 @@ namespace {
 using Reverses = std::unordered_map<uint32_t, const ir::Op*>;
 
 void collect(const ir::Region& r, Reverses& out) {
-  for (const ir::Block& b : r.blocks)
-    for (const ir::Op& op : b.ops) {
-      if (op.kind == ir::OpKind::kReverse && op.operands.size() == 1 && op.results.size() == 1)
-        out[op.results[0].id] = &op;
-      for (const ir::Region& nested : op.regions) collect(nested, out);
-    }
+  ir::walk(r, [&](const ir::Op& op) {
+    if (op.kind == ir::OpKind::kReverse && op.operands.size() == 1 && op.results.size() == 1)
+      out[op.results[0].id] = &op;
+  });
 }
 
 // Folds the reverse defining `conv`'s kernel into its window reversal, where every reversed dim
