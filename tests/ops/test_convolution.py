@@ -60,6 +60,16 @@ def layout_array(spec: str, sizes: dict[str, int], dt=np.float32, seed=0):
 
 # ---- 2-D layouts x paddings x strides ---------------------------------------------------------
 
+def layout_operands(dn, seeds):
+  """An input [N=2, C=3, 7, 6] and a kernel [O=4, I=3, 3, 2] in the layouts of `dn`."""
+  lhs_spec, rhs_spec, _ = dn
+  x = layout_array(lhs_spec.replace("H", "h").replace("W", "w"),
+                   dict(N=2, C=3, h=7, w=6), seed=seeds[0])
+  w = layout_array(rhs_spec.replace("H", "h").replace("W", "w"),
+                   dict(O=4, I=3, h=3, w=2), seed=seeds[1])
+  return x, w
+
+
 LAYOUTS = [("NCHW", "OIHW", "NCHW"), ("NHWC", "HWIO", "NHWC"), ("NHWC", "OIHW", "NCHW"),
            ("CHWN", "IHWO", "WHCN"), ("HNWC", "OHWI", "CNWH")]
 PADDINGS = ["SAME", "VALID", [(1, 2), (0, 1)], [(-1, 1), (2, -1)]]
@@ -69,11 +79,7 @@ PADDINGS = ["SAME", "VALID", [(1, 2), (0, 1)], [(-1, 1), (2, -1)]]
 @pytest.mark.parametrize("padding", PADDINGS, ids=str)
 @pytest.mark.parametrize("dn", LAYOUTS, ids=lambda d: "-".join(d))
 def test_conv2d_layouts(dn, padding, strides):
-  lhs_spec, rhs_spec, _ = dn
-  x = layout_array(lhs_spec.replace("H", "h").replace("W", "w"),
-                   dict(N=2, C=3, h=7, w=6), seed=1)
-  w = layout_array(rhs_spec.replace("H", "h").replace("W", "w"),
-                   dict(O=4, I=3, h=3, w=2), seed=2)
+  x, w = layout_operands(dn, seeds=(1, 2))
   check(lambda a, b: lax.conv_general_dilated(a, b, strides, padding, dimension_numbers=dn),
         x, w)
 
@@ -87,11 +93,7 @@ def test_gradients_in_layouts(dn, padding, strides, patches, monkeypatch):
   # patch matmuls read them as they lie and make their rows in the result's order
   # (convolution.cc, patch_matmul_conv). Small integers: the sums are exact in any order.
   monkeypatch.setenv("JAXMLX_CONV_PATCHES", patches)
-  lhs_spec, rhs_spec, out_spec = dn
-  x = layout_array(lhs_spec.replace("H", "h").replace("W", "w"),
-                   dict(N=2, C=3, h=7, w=6), seed=3)
-  w = layout_array(rhs_spec.replace("H", "h").replace("W", "w"),
-                   dict(O=4, I=3, h=3, w=2), seed=4)
+  x, w = layout_operands(dn, seeds=(3, 4))
   conv = lambda a, b: lax.conv_general_dilated(a, b, strides, padding, dimension_numbers=dn)
   ct = small_ints(np.float32, jax.eval_shape(conv, x, w).shape, 5)
   check(jax.grad(lambda a, b, c: jnp.sum(conv(a, b) * c), argnums=(0, 1)), x, w, ct)
