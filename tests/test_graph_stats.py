@@ -611,6 +611,49 @@ def test_matmul_operands_are_reshaped_before_they_are_transposed(tmp_path, case,
   assert reshapes_of_transposes(text) == copies, text
 
 
+HEADS_CHILD = r"""
+import jax, jax.numpy as jnp, numpy as np
+from jax import lax
+mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]
+rng = np.random.default_rng(0)
+x = rng.integers(-4, 5, (1, 1, 96)).astype(np.float32)
+kc, vc = (rng.integers(-4, 5, (1, 4, 6, 8)).astype(np.float32) for _ in range(2))
+def decode_attention(x, kc, vc, pos):  # bench/workloads/decode.py's step, one token, batch 1
+  q, k, v = (t.reshape(1, 1, 4, 8).transpose(0, 2, 1, 3) for t in jnp.split(x, 3, axis=-1))
+  kc = lax.dynamic_update_slice_in_dim(kc, k, pos, axis=2)
+  vc = lax.dynamic_update_slice_in_dim(vc, v, pos, axis=2)
+  s = jnp.where(jnp.arange(6) <= pos, (q @ kc.transpose(0, 1, 3, 2)) * 8 ** -0.5, -1e30)
+  o = jax.nn.softmax(s, axis=-1) @ vc
+  return o.transpose(0, 2, 1, 3).reshape(1, 1, 32), kc, vc
+def one_token_scores(x, kc, vc, pos):  # the same product, no attention to recognize
+  return x[..., :32].reshape(1, 1, 4, 8).transpose(0, 2, 1, 3) @ kc.transpose(0, 1, 3, 2)
+for f in (decode_attention, one_token_scores):
+  args = (x, kc, vc, np.int32(3))
+  want = jax.jit(f)(*jax.device_put(args, cpu))
+  for _ in range(2):
+    got = jax.jit(f)(*jax.device_put(args, mlx))
+  for g, e in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-5, atol=1e-5)
+"""
+
+
+@pytest.mark.parametrize("mode", ["replay", "0"], ids=["replay", "eager"])
+def test_heads_of_one_token_are_views_of_the_projection_and_the_cache(tmp_path, mode):
+  # A decode step's operands are chains of views that only move size-1 dims: the heads'
+  # reshape and transpose, jnp.matmul's [1, H, 1, D] -> [H, 1, D] and back, the attention rule's
+  # [B, N, T, D]. Each reaches MLX as one view of the projection or the cache, or as the cache
+  # itself (lower/shape_util.h, permuted_view): the one transpose left is k^T of the scores.
+  # Before, each hop was an MLX node: 7 transposes and 14 reshapes in the attention's graph.
+  log = tmp_path / "stats.log"
+  env = dict(os.environ, JAXMLX_GRAPH_STATS=str(log), JAXMLX_COMPILE=mode,
+             JAXMLX_CPU_FUSION="0", JAXMLX_FAST_KERNELS="1")
+  run_child(HEADS_CHILD, env)
+  runs = last_run_counts(log)
+  att, scores = (with_fused_ops(runs[n]) for n in ("jit_decode_attention", "jit_one_token_scores"))
+  assert att["Transpose"] == 1 and att["Reshape"] <= 10, att
+  assert scores["Transpose"] == 1 and scores["Reshape"] <= 4, scores
+
+
 HOST_TIMES_CHILD = r"""
 import jax, jax.numpy as jnp, numpy as np
 f = jax.jit(lambda x: jnp.sin(x) * 2.0 + 1.0)

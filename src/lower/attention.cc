@@ -40,8 +40,9 @@ mx::Shape shape_4d(const mx::Shape& shape, size_t batch, size_t rows) {
 // `x` with its dims in `order`, then as [B, N, rows, cols] (groups_4d).
 mx::array as_4d(const mx::array& x, const std::vector<int64_t>& order, size_t batch,
                 size_t rows) {
-  mx::array t = permute(x, to_ints(order));
-  return mx::reshape(t, shape_4d(t.shape(), batch, rows));
+  mx::Shape permuted;
+  for (int64_t d : order) permuted.push_back(x.shape(static_cast<int>(d)));
+  return permuted_view(x, to_ints(order), shape_4d(permuted, batch, rows));
 }
 
 // Whether MLX runs a fused kernel for these [B, N, T, D] f32 operands. On MLX's CUDA backend f32
@@ -112,14 +113,14 @@ StatusOr<Values> lower_attention(LowerContext& ctx, const ir::Op& op, const Valu
       return std::nullopt;
     mx::Shape framed(s_shape.size(), 1);
     for (size_t i = 0; i < from.size(); ++i) framed[to[i]] = x.shape(static_cast<int>(from[i]));
-    x = mx::reshape(x, framed);
+    x = reshape_view(x, framed);
     // Then [B, N, T, S]: a group of dims all broadcast (size 1) or all whole stays a view;
     // otherwise the array is materialized at the scores' size.
     const mx::Shape have = shape_4d(x.shape(), nb, nq);
     for (size_t g = 0; g < 4; ++g)
       if (have[g] != 1 && have[g] != scores4[g])
         return mx::reshape(mx::broadcast_to(x, s_shape), scores4);
-    return mx::reshape(x, have);
+    return reshape_view(x, have);
   };
   std::optional<mx::array> pred, bias;
   if (has_mask) {
@@ -137,7 +138,7 @@ StatusOr<Values> lower_attention(LowerContext& ctx, const ir::Op& op, const Valu
           return ctx.malformed(op, "attention mask dims");
         expanded[static_cast<size_t>(d)] = n;
       }
-      p = mx::reshape(p, expanded);
+      p = reshape_view(p, expanded);
     }
     pred = to_4d(p);
     if (!pred) return ctx.malformed(op, "attention scores frame");
@@ -175,7 +176,7 @@ StatusOr<Values> lower_attention(LowerContext& ctx, const ir::Op& op, const Valu
   // [B, N, T, Hv] -> the product's [batch..., q free..., v free...].
   if (ot.num_elements() != static_cast<int64_t>(out.size()))
     return ctx.malformed(op, "attention result shape");
-  return Values{mx::reshape(out, storage_shape(ot))};
+  return Values{reshape_view(out, storage_shape(ot))};
 }
 
 }  // namespace

@@ -114,11 +114,11 @@ StatusOr<mx::array> batched_product(LowerContext& ctx, const ir::Op& op, const m
 // `cols`. Where its dims lie in memory as [batch..., cols..., rows...] (jax's weight gradient
 // X^T dY, X [B, S, D] contracting B and S), it is reshaped as it lies ([lead..., C, R]: a view of
 // its memory) and its last two dims swapped: a strided view that MLX's matmul reads as a
-// transposed operand (BLAS and cuBLAS take one as it is). The permutation `permuted` (batch,
-// rows, cols) would make that reshape a copy: a kernel and a pass over the operand per call.
+// transposed operand (BLAS and cuBLAS take one as it is). The permutation `perm` (batch, rows,
+// cols) would make that reshape a copy: a kernel and a pass over the operand per call.
 mx::array swapped_matrix(const mx::array& x, const std::vector<int64_t>& batch,
                          const std::vector<int>& rows, const std::vector<int>& cols,
-                         const mx::array& permuted, const mx::Shape& shape) {
+                         const std::vector<int>& perm, const mx::Shape& shape) {
   std::vector<int> order(batch.begin(), batch.end());
   order.insert(order.end(), cols.begin(), cols.end());
   order.insert(order.end(), rows.begin(), rows.end());
@@ -126,7 +126,7 @@ mx::array swapped_matrix(const mx::array& x, const std::vector<int64_t>& batch,
   for (size_t i = 0; in_memory_order && i < order.size(); ++i)
     in_memory_order = order[i] == static_cast<int>(i);
   if (!in_memory_order || (rows.size() == 1 && cols.size() == 1))
-    return reshape_view(permuted, shape);  // a single row and column dim: a transpose either way
+    return permuted_view(x, perm, shape);  // a single row and column dim: a transpose either way
   mx::Shape as_laid = shape;
   std::swap(as_laid[as_laid.size() - 1], as_laid[as_laid.size() - 2]);
   return mx::swapaxes(reshape_view(x, as_laid), -1, -2);
@@ -177,7 +177,12 @@ StatusOr<Values> dot_general(LowerContext& ctx, const ir::Op& op, const Values& 
   // Without batch dims a float product may be one 2-D matmul instead: whichever form needs
   // fewer reshapes (each one more MLX node per call). A weight matrix [K, N] goes in as it is
   // in 2-D; activations [1, T, K] (batch 1) and their [1, T, N] result as they are in 3-D.
-  mx::array lp = permute(in[0], lperm), rp = permute(in[1], rperm);
+  auto permuted_shape = [](const mx::array& x, const std::vector<int>& perm) {
+    mx::Shape s;
+    for (int p : perm) s.push_back(x.shape(p));
+    return s;
+  };
+  const mx::Shape lp = permuted_shape(in[0], lperm), rp = permuted_shape(in[1], rperm);
   auto reshapes = [&](std::initializer_list<std::pair<const mx::Shape&, mx::Shape>> pairs) {
     int n = 0;
     for (const auto& [have, want] : pairs) n += have != want;
@@ -186,8 +191,8 @@ StatusOr<Values> dot_general(LowerContext& ctx, const ir::Op& op, const Values& 
   const bool float_product = ir::is_float(ot.dtype) || ir::is_complex(ot.dtype);
   const bool plain =
       dd.lhs_batching_dimensions.empty() && float_product &&
-      reshapes({{lp.shape(), {m, k}}, {rp.shape(), {k, n}}, {out_shape, {m, n}}}) <=
-          reshapes({{lp.shape(), {b, m, k}}, {rp.shape(), {b, k, n}}, {out_shape, {b, m, n}}});
+      reshapes({{lp, {m, k}}, {rp, {k, n}}, {out_shape, {m, n}}}) <=
+          reshapes({{lp, {b, m, k}}, {rp, {b, k, n}}, {out_shape, {b, m, n}}});
   // A float product keeps each batch dim: [B1, ..., Bj, M, K] x [B1, ..., Bj, K, N]. MLX's matmul
   // takes batch dims with any strides, where merging them into one B is a copy whenever they are
   // a strided view (attention's heads, split out of the model dim by a transpose): a kernel and
@@ -195,21 +200,22 @@ StatusOr<Values> dot_general(LowerContext& ctx, const ir::Op& op, const Values& 
   mx::Shape lshape{b, m, k}, rshape{b, k, n};
   if (!dd.lhs_batching_dimensions.empty() && float_product) {
     const size_t nb = dd.lhs_batching_dimensions.size();
-    lshape = mx::Shape(lp.shape().begin(), lp.shape().begin() + nb);
+    lshape = mx::Shape(lp.begin(), lp.begin() + nb);
     rshape = lshape;
     lshape.push_back(m), lshape.push_back(k);
     rshape.push_back(k), rshape.push_back(n);
   }
   if (plain) lshape = {m, k}, rshape = {k, n};
   mx::array l = float_product ? swapped_matrix(in[0], dd.lhs_batching_dimensions, lf,
-                                               to_ints(dd.lhs_contracting_dimensions), lp, lshape)
-                              : reshape_view(lp, lshape);
+                                               to_ints(dd.lhs_contracting_dimensions), lperm,
+                                               lshape)
+                              : permuted_view(in[0], lperm, lshape);
   mx::array r = float_product ? swapped_matrix(in[1], dd.rhs_batching_dimensions,
-                                               to_ints(dd.rhs_contracting_dimensions), rf, rp,
+                                               to_ints(dd.rhs_contracting_dimensions), rf, rperm,
                                                rshape)
-                              : reshape_view(rp, rshape);
+                              : permuted_view(in[1], rperm, rshape);
   // A parameter or constant taken in its own order is row-major; anything else may not be.
-  const bool r_row_major = !in[1].has_primitive() && rp.id() == in[1].id();
+  const bool r_row_major = !in[1].has_primitive() && is_identity(rperm);
   ASSIGN_OR_RETURN(mx::array p,
                    batched_product(ctx, op, l, r, lt.dtype, rt.dtype, ot.dtype, r_row_major));
   return Values{reshape_view(p, out_shape)};

@@ -165,7 +165,9 @@ StatusOr<Values> lower_broadcast(LowerContext& ctx, const ir::Op& op, const Valu
 StatusOr<Values> lower_reshape(LowerContext& ctx, const ir::Op& op, const Values& in) {
   const ir::Type& t = result_type(op);
   if (!is_static(t)) return ctx.unsupported(op, "dynamic result shape");
-  return Values{reshape_view(in[0], storage_shape(t))};
+  std::vector<int> dims(in[0].ndim());
+  std::iota(dims.begin(), dims.end(), 0);
+  return Values{permuted_view(in[0], dims, storage_shape(t))};
 }
 
 StatusOr<Values> lower_transpose(LowerContext& ctx, const ir::Op& op, const Values& in) {
@@ -173,7 +175,7 @@ StatusOr<Values> lower_transpose(LowerContext& ctx, const ir::Op& op, const Valu
   std::vector<int> perm = to_ints(op.get_i64s("permutation"));
   if (static_cast<int64_t>(perm.size()) != t.rank()) return ctx.malformed(op, "bad permutation");
   if (trailing_rank(t)) perm.push_back(static_cast<int>(perm.size()));
-  return Values{permute(in[0], perm)};
+  return Values{permuted_view(in[0], perm, storage_shape(t))};
 }
 
 StatusOr<Values> lower_reverse(LowerContext& ctx, const ir::Op& op, const Values& in) {

@@ -3,6 +3,7 @@
 // Header-only; every function is a pure function of its arguments.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <numeric>
 #include <optional>
@@ -121,6 +122,82 @@ inline mx::array reshape_view(mx::array a, const mx::Shape& shape) {
     a = std::move(in);
   }
   return a.shape() == shape ? a : mx::reshape(a, shape);
+}
+
+// The sizes of `s` other than 1, in order: what a reshape that only adds or drops size-1 dims
+// keeps.
+inline mx::Shape non_unit(const mx::Shape& s) {
+  mx::Shape out;
+  for (int n : s)
+    if (n != 1) out.push_back(n);
+  return out;
+}
+
+// An array as a view of `source` through pending (unevaluated) transposes and reshapes that only
+// add or drop size-1 dims: dim i of the array is dim dims[i] of `source`, or -1 where it has size
+// 1. `chain` holds the arrays looked through, the array first and `source` last.
+struct ViewOf {
+  mx::array source;
+  std::vector<int> dims;
+  std::vector<mx::array> chain;
+};
+inline ViewOf view_of(const mx::array& a) {
+  ViewOf v{a, {}, {a}};
+  for (int i = 0; i < static_cast<int>(a.ndim()); ++i) v.dims.push_back(a.shape(i) == 1 ? -1 : i);
+  for (int hops = 0; hops < 8 && v.source.has_primitive(); ++hops) {
+    const mx::array& s = v.source;
+    const mx::array in = s.inputs()[0];
+    std::vector<int> to_in(s.ndim(), -1);  // dim of s -> dim of in
+    if (std::string_view(s.primitive().name()) == "Transpose") {
+      const std::vector<int>& axes = static_cast<const mx::Transpose&>(s.primitive()).state();
+      for (size_t i = 0; i < s.ndim(); ++i) to_in[i] = axes[i];
+    } else if (is_pending_reshape(s) && non_unit(in.shape()) == non_unit(s.shape())) {
+      std::vector<int> in_dims;  // in's dims larger than 1, in order
+      for (int i = 0; i < static_cast<int>(in.ndim()); ++i)
+        if (in.shape(i) != 1) in_dims.push_back(i);
+      for (int i = 0, k = 0; i < static_cast<int>(s.ndim()); ++i)
+        if (s.shape(i) != 1) to_in[i] = in_dims[k++];
+    } else {
+      break;
+    }
+    for (int& d : v.dims)
+      if (d >= 0) d = to_in[d];
+    v.source = in;
+    v.chain.push_back(in);
+  }
+  return v;
+}
+
+// reshape(permute(a, perm), shape) in as few MLX views as there can be. Where the reshape only
+// adds or drops size-1 dims, the pending transposes and such reshapes that made `a` are looked
+// through: the result is `a`'s source itself, or one transpose of it, where it has as many dims
+// as the result. jax writes chains of them around batched products: jnp.matmul drops a batch dim
+// of size 1 ([1, H, T, D] -> [H, T, D]) after jax's transposes of the heads, and the attention
+// and dot rules permute and reshape back; MLX keeps a node for each step, each a few
+// microseconds of dispatch per run on a GPU.
+inline mx::array permuted_view(const mx::array& a, const std::vector<int>& perm,
+                               const mx::Shape& shape) {
+  mx::array direct = reshape_view(permute(a, perm), shape);
+  mx::Shape permuted;
+  for (int p : perm) permuted.push_back(a.shape(p));
+  if (non_unit(permuted) != non_unit(shape)) return direct;  // dims merge or split
+  const ViewOf v = view_of(a);
+  for (const mx::array& x : v.chain)
+    if (x.id() == direct.id()) return direct;  // a view made already: no new node
+  std::vector<int> want;  // the source dims the result's dims larger than 1 are, in order
+  for (int p : perm)
+    if (v.dims[p] >= 0) want.push_back(v.dims[p]);
+  // The source's dims in the result's order: a reshape of it (none where the shapes agree).
+  if (std::is_sorted(want.begin(), want.end())) return reshape_view(v.source, shape);
+  if (v.source.ndim() != shape.size()) return direct;
+  // One transpose of the source, its size-1 dims where the result has its own.
+  std::vector<int> unit;
+  for (int i = 0; i < static_cast<int>(v.source.ndim()); ++i)
+    if (v.source.shape(i) == 1) unit.push_back(i);
+  std::vector<int> order;
+  for (size_t i = 0, w = 0, u = 0; i < shape.size(); ++i)
+    order.push_back(shape[i] != 1 ? want[w++] : unit[u++]);
+  return permute(v.source, order);
 }
 
 // The i-th result / operand type of an op.

@@ -56,6 +56,28 @@ def test_causal_prefill_and_decode_step():
     check(lambda q, k, v, m: attend(q, k, v, m), q1, kc, vc, visible, **TOL)
 
 
+@pytest.mark.parametrize("b,t", [(1, 1), (2, 1), (1, 3)])
+def test_a_decode_step_with_heads_split_from_its_tokens(b, t):
+  # bench/workloads/decode.py's step: q, k and v split from one projection, heads split by a
+  # reshape and a transpose that only moves size-1 dims when b and t are 1, the cache written
+  # at `pos`, jnp.matmul dropping the batch dim of size 1 and adding it back. The operands reach
+  # MLX as one view each of the projection and the caches (lower/shape_util.h, permuted_view).
+  from jax import lax
+  h, d, s = 4, 8, 16
+
+  def step(x, kc, vc, pos):
+    q, k, v = (u.reshape(b, t, h, d).transpose(0, 2, 1, 3) for u in jnp.split(x, 3, axis=-1))
+    kc = lax.dynamic_update_slice_in_dim(kc, k, pos, axis=2)
+    vc = lax.dynamic_update_slice_in_dim(vc, v, pos, axis=2)
+    o = attend(q, kc, vc, jnp.arange(s) <= pos + t - 1)
+    return o.transpose(0, 2, 1, 3).reshape(b, t, h * d), kc, vc
+
+  x = rand(np.float32, (b, t, 3 * h * d), 12, scale=0.5)
+  _, kc, vc = qkv(b, h, 1, s, d, 13)
+  for pos in (0, 5):
+    check(step, x, kc, vc, np.int32(pos), **TOL)
+
+
 def test_fills_and_mask_senses():
   q, k, v = qkv(2, 3, 5, 7, 16, 20)
   mask = rand(np.float32, (2, 1, 5, 7), 21) > 0

@@ -249,3 +249,37 @@ TRANSPOSED = [
 def test_transposed_products(dt, sa, sb, dims, perm):
   a, b = rand(dt, sa, 37), rand(dt, sb, 38)
   check(lambda a, b: lax.transpose(lax.dot_general(a, b, dims), perm), a, b, **tol(dt))
+
+
+# Operands that are chains of transposes and size-1 reshapes (lower/shape_util.h, permuted_view
+# takes them as one view of the chain's source): jnp.matmul drops a batch dim of size 1 after the
+# heads' transposes ([1, H, 1, D] -> [H, 1, D]) and adds it back to the product. Sizes all 4 and
+# small integers: any dim taken for another changes the exact values, not the shapes.
+def heads_of_one_token(x, c):  # x [1, 1, 16], c [1, 4, 4, 4]: decode's q k^T
+  return x.reshape(1, 1, 4, 4).transpose(0, 2, 1, 3) @ c.transpose(0, 1, 3, 2)
+
+
+def cache_times_token(x, c):  # c [1, H, S, D] against the token's heads as a column
+  return c @ x.reshape(1, 1, 4, 4).transpose(0, 2, 3, 1)
+
+
+def unit_dims_contracted(x, c):  # a size-1 dim among the contracting ones
+  q = x.reshape(4, 1, 4, 1).transpose(1, 3, 2, 0)  # [1, 1, 4, 4]
+  return lax.dot_general(q, c[0].transpose(2, 1, 0)[None], (((0, 3), (0, 1)), ((), ())))
+
+
+def einsum_over_unit_batch(x, c):
+  return jnp.einsum("bhqd,bhkd->bhqk", x.reshape(1, 4, 1, 4), c.transpose(0, 1, 3, 2))
+
+
+UNIT_VIEWS = [heads_of_one_token, cache_times_token, unit_dims_contracted,
+              einsum_over_unit_batch]
+
+
+@pytest.mark.parametrize("f", UNIT_VIEWS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dt", [np.float32, np.int32], ids=ids([np.float32, np.int32]))
+def test_products_of_views_with_size_one_dims(dt, f):
+  rng = np.random.default_rng(39)
+  x = rng.integers(-4, 5, (1, 1, 16)).astype(dt)
+  c = rng.integers(-4, 5, (1, 4, 4, 4)).astype(dt)
+  check(f, x, c, exact=True)

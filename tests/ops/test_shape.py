@@ -108,6 +108,37 @@ def test_transpose_empty_and_2d():
   check(lambda a, b: (a.T, b.T), x_of(np.float32, (0, 3)), x_of(np.int8, (5, 7)), exact=True)
 
 
+# Chains of transposes and reshapes that add or drop size-1 dims: lowered as one view of the
+# chain's source (lower/shape_util.h, permuted_view), whatever the hops in between. Equal sizes
+# (3 and 3) make a dim taken for another a wrong value, not a wrong shape.
+VIEW_CHAINS = {
+    "unit-then-swap": ((3, 3), lambda a: a.reshape(1, 3, 3).transpose(0, 2, 1).reshape(3, 1, 3)
+                       .transpose(1, 2, 0)),
+    "swap-then-drop": ((1, 3, 3), lambda a: a.transpose(2, 0, 1).reshape(3, 3).T),
+    "heads-of-one-token": ((1, 1, 3, 3), lambda a: a.transpose(0, 2, 1, 3).reshape(3, 1, 3)
+                           .reshape(1, 3, 1, 3).transpose(0, 1, 3, 2)),
+    "ones-everywhere": ((1, 1, 3, 1, 3, 1), lambda a: a.transpose(5, 4, 3, 2, 1, 0).reshape(3, 3)
+                        .T.reshape(1, 3, 1, 3)),
+    "moved-ones": ((3, 1, 3), lambda a: a.transpose(1, 0, 2).reshape(1, 1, 3, 3)
+                   .transpose(0, 3, 1, 2).reshape(3, 3, 1)),
+    "back-in-order": ((1, 3, 1, 3), lambda a: a.transpose(2, 3, 0, 1).reshape(3, 1, 3)
+                      .transpose(1, 2, 0)),
+    "merged-at-the-end": ((1, 3, 1, 3), lambda a: a.transpose(3, 1, 0, 2).reshape(9)),
+    "split-in-between": ((1, 9), lambda a: a.reshape(1, 3, 3).transpose(0, 2, 1).reshape(3, 1, 3)),
+    "three-dims": ((2, 1, 3, 1, 2), lambda a: a.transpose(4, 3, 2, 1, 0).reshape(2, 3, 2)
+                   .transpose(2, 0, 1).reshape(1, 2, 2, 1, 3)),
+}
+
+
+@pytest.mark.parametrize("name", list(VIEW_CHAINS))
+@pytest.mark.parametrize("dt", [np.float32, np.int8, np.complex64], ids=ids([np.float32, np.int8,
+                                                                              np.complex64]))
+def test_chains_of_transposes_and_size_one_reshapes(dt, name):
+  shape, f = VIEW_CHAINS[name]
+  # As a result (copied out of the view) and read by a kernel through the view's strides.
+  check(lambda a: (f(a), f(a) == a.reshape(f(a).shape)), x_of(dt, shape), exact=True)
+
+
 # ---- slice, reverse --------------------------------------------------------------------------
 
 SLICES = {
