@@ -642,16 +642,18 @@ def test_heads_of_one_token_are_views_of_the_projection_and_the_cache(tmp_path, 
   # A decode step's operands are chains of views that only move size-1 dims: the heads'
   # reshape and transpose, jnp.matmul's [1, H, 1, D] -> [H, 1, D] and back, the attention rule's
   # [B, N, T, D]. Each reaches MLX as one view of the projection or the cache, or as the cache
-  # itself (lower/shape_util.h, permuted_view): the one transpose left is k^T of the scores.
-  # Before, each hop was an MLX node: 7 transposes and 14 reshapes in the attention's graph.
+  # itself (lower/shape_util.h, permuted_view; a reshape of the projection's slice that only
+  # splits its dims, only_splits): the one transpose left is k^T of the scores. Before, each
+  # hop was an MLX node: 7 transposes and 14 reshapes in the attention's graph.
   log = tmp_path / "stats.log"
   env = dict(os.environ, JAXMLX_GRAPH_STATS=str(log), JAXMLX_COMPILE=mode,
              JAXMLX_CPU_FUSION="0", JAXMLX_FAST_KERNELS="1")
   run_child(HEADS_CHILD, env)
   runs = last_run_counts(log)
   att, scores = (with_fused_ops(runs[n]) for n in ("jit_decode_attention", "jit_one_token_scores"))
-  assert att["Transpose"] == 1 and att["Reshape"] <= 10, att
-  assert scores["Transpose"] == 1 and scores["Reshape"] <= 4, scores
+  # Eager, the two cache writes clamp `pos` each (a reshape each); replay merges them.
+  assert att["Transpose"] == 1 and att["Reshape"] <= (6 if mode == "replay" else 7), att
+  assert scores["Transpose"] == 1 and scores["Reshape"] <= 3, scores
 
 
 HOST_TIMES_CHILD = r"""

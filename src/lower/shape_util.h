@@ -106,19 +106,41 @@ inline bool is_strided_view(const mx::array& a) {
          name == "BroadcastAxes";
 }
 
+// Whether a reshape from `coarse` to `fine` only splits dims: each dim of `coarse` larger than 1
+// is the product of consecutive dims of `fine` (size-1 dims come and go anywhere). Such a
+// reshape of a strided view is a view too (MLX divides the dims' strides), never a copy.
+inline bool only_splits(const mx::Shape& coarse, const mx::Shape& fine) {
+  size_t j = 0;
+  int64_t left = 1;  // what is left of coarse[j - 1] to split
+  for (int f : fine) {
+    if (f == 1) continue;
+    if (left == 1) {
+      while (j < coarse.size() && coarse[j] == 1) ++j;
+      if (j == coarse.size()) return false;
+      left = coarse[j++];
+    }
+    if (left % f != 0) return false;
+    left /= f;
+  }
+  while (j < coarse.size() && coarse[j] == 1) ++j;
+  return left == 1 && j == coarse.size();
+}
+
 // mx::reshape without the MLX ops it can do without: the same shape is `a` itself, and a reshape
 // of a pending (unevaluated) reshape, squeeze, expand_dims, flatten or unflatten reshapes that
 // view's input instead (reshapes compose: row-major order is all they keep), which is no op at
 // all when the input has the shape already. jax's keepdims broadcast of a reduction is the
 // common case: MLX's sum is Sum + Squeeze, and broadcast_in_dim reshapes it back. Not through
-// to a strided view of another shape: the pending reshape of it may be a copy that other ops
-// read (attention's heads merged back, [B, S, H, Dh] -> [B, S, D], then [B * S, D] for a
-// matmul): a reshape of that copy is a view, where a reshape of the strided view itself would
-// be a second copy.
+// to a strided view of another shape, unless both reshapes only split its dims: a pending
+// reshape that merges dims of a strided view may be a copy that other ops read (attention's
+// heads merged back, [B, S, H, Dh] -> [B, S, D], then [B * S, D] for a matmul): a reshape of
+// that copy is a view, where a reshape of the strided view itself would be a second copy.
 inline mx::array reshape_view(mx::array a, const mx::Shape& shape) {
   for (int hops = 0; a.shape() != shape && is_pending_reshape(a) && hops < 8; ++hops) {
     mx::array in = a.inputs()[0];
-    if (in.shape() != shape && is_strided_view(in)) break;
+    if (in.shape() != shape && is_strided_view(in) &&
+        !(only_splits(in.shape(), a.shape()) && only_splits(in.shape(), shape)))
+      break;
     a = std::move(in);
   }
   return a.shape() == shape ? a : mx::reshape(a, shape);
