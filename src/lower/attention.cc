@@ -3,7 +3,9 @@
 // [B, N, T, D] operands; on the CPU (or a configuration MLX's GPU kernels lack) MLX composes it.
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "lower/shape_util.h"
@@ -50,8 +52,11 @@ mx::array as_4d(const mx::array& x, const std::vector<int64_t>& order, size_t ba
 // under 4 queries (cuDNN's takes f16/bf16); otherwise MLX composes the chain with an added
 // kernel for the additive mask, and jax's own chain is cheaper. Metal's kernels take f32 with
 // masks; the CPU has none (MLX composes them, the path Metal takes for shapes it lacks).
+// JAXMLX_ATTENTION=cuda (read at each compile; for tests and counts): decide as on MLX's CUDA
+// backend whatever the device, so that the CPU runs (and tests) the chain CUDA composes.
 bool mlx_fuses(const mx::array& q, const mx::array& v, bool masked) {
-  if (!on_cuda_gpu()) return true;
+  const char* mode = std::getenv("JAXMLX_ATTENTION");
+  if (!on_cuda_gpu() && !(mode != nullptr && std::string_view(mode) == "cuda")) return true;
   const int d = q.shape(3);
   return !masked && d == v.shape(3) && (d == 64 || d == 96 || d == 128) && q.shape(2) < 4;
 }

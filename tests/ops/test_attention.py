@@ -4,7 +4,8 @@ against jax's CPU backend.
 
 The pass runs by default on a GPU only (on the CPU MLX composes the kernel from the same
 primitives), so every case runs with JAXMLX_FAST_KERNELS=1 (the rewrite, on whatever device this
-is), =0 (jax's own chain) and with every recognizer off. src/passes/passes_test.cc checks which
+is), with it lowered as on MLX's CUDA backend (JAXMLX_ATTENTION=cuda: masked or other f32
+operands as jax's chain over [B, N, T, D]), =0 (jax's own chain) and with every recognizer off. src/passes/passes_test.cc checks which
 chains are rewritten; here each form users write must give jax's values either way: masks that
 drop a whole row (jax averages every value), fills of -1e9, finfo.min and -inf, masks that keep
 or drop where true, biases, several batch and query dims, and the gradient (whose chain stays).
@@ -23,11 +24,14 @@ from tests.ops.harness import check
 TOL = dict(rtol=2e-5, atol=2e-6)
 
 
-@pytest.fixture(params=["1", "0", "off"], ids=["fast", "chain", "unrecognized"], autouse=True)
+@pytest.fixture(params=["1", "cuda", "0", "off"], ids=["fast", "cuda", "chain", "unrecognized"],
+                autouse=True)
 def fast_attention(request, monkeypatch):
   if request.param == "off":
     monkeypatch.setenv("JAXMLX_RECOGNIZE", "0")
-  monkeypatch.setenv("JAXMLX_FAST_KERNELS", "1" if request.param == "off" else request.param)
+  if request.param == "cuda":  # the rewrite, lowered as on MLX's CUDA backend (attention.cc)
+    monkeypatch.setenv("JAXMLX_ATTENTION", "cuda")
+  monkeypatch.setenv("JAXMLX_FAST_KERNELS", "0" if request.param == "0" else "1")
   return request.param
 
 
