@@ -166,7 +166,10 @@ struct ViewOf {
 inline ViewOf view_of(const mx::array& a) {
   ViewOf v{a, {}, {a}};
   for (int i = 0; i < static_cast<int>(a.ndim()); ++i) v.dims.push_back(a.shape(i) == 1 ? -1 : i);
-  for (int hops = 0; hops < 8 && v.source.has_primitive(); ++hops) {
+  // Only views of one input are looked through: a primitive of none (an arange, a full) ends
+  // the walk as any other does.
+  for (int hops = 0; hops < 8 && v.source.has_primitive() && v.source.inputs().size() == 1;
+       ++hops) {
     const mx::array& s = v.source;
     const mx::array in = s.inputs()[0];
     std::vector<int> to_in(s.ndim(), -1);  // dim of s -> dim of in

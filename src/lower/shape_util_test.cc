@@ -38,6 +38,11 @@ TEST(ViewOf, LooksThroughTransposesAndSizeOneReshapes) {
   EXPECT_EQ(v.source.id(), x.id());
   EXPECT_EQ(v.dims, (std::vector<int>{1, 3, 2}));
   EXPECT_EQ(v.chain.size(), 3u);
+  // A primitive without inputs (an arange) ends the walk.
+  mx::array i = mx::reshape(mx::arange(4.0f), {1, 4});
+  ViewOf vi = view_of(i);
+  EXPECT_EQ(vi.source.shape(), (mx::Shape{4}));
+  EXPECT_EQ(view_of(vi.source).source.id(), vi.source.id());
   // A reshape that splits a dim stops the walk: its dims are not one dim of its input each.
   mx::array s = mx::reshape(x, {1, 4, 6, 2, 4});
   EXPECT_EQ(view_of(s).source.id(), s.id());

@@ -140,6 +140,17 @@ VIEW_CHAINS = {
 }
 
 
+def test_size_one_reshapes_of_arrays_made_in_the_program():
+  # An iota (MLX's arange) or a constant has no input to look through: such a chain ends there.
+  # jnp.geomspace reshapes an iota to [n, 1, 1] (it once crashed the compile here).
+  def f(a):
+    i = lax.iota(np.float32, 6).reshape(6, 1, 1)
+    j = jnp.arange(4, dtype=np.int32).reshape(1, 4, 1).transpose(2, 1, 0)
+    k = jnp.full((3,), 2.5, np.float32).reshape(1, 3, 1).transpose(0, 2, 1)
+    return i, j, k, jnp.geomspace(a, a + 1.0, 2, endpoint=False, axis=-1)
+  check(f, np.array([[1.0, 2.0], [3.0, 4.0]], np.float32), rtol=1e-6, atol=0)
+
+
 @pytest.mark.parametrize("name", list(VIEW_CHAINS))
 @pytest.mark.parametrize("dt", [np.float32, np.int8, np.complex64], ids=ids([np.float32, np.int8,
                                                                               np.complex64]))
