@@ -5,8 +5,9 @@ against jax's CPU backend.
 The pass runs by default on a GPU only (on the CPU MLX composes the kernel from the same
 primitives), so every case runs with JAXMLX_FAST_KERNELS=1 (the rewrite, on whatever device this
 is), with it lowered as on MLX's CUDA backend (JAXMLX_ATTENTION=cuda: masked or other f32
-operands as jax's chain over [B, N, T, D]), =0 (jax's own chain) and with every recognizer off. src/passes/passes_test.cc checks which
-chains are rewritten; here each form users write must give jax's values either way: masks that
+operands as jax's chain over [B, N, T, D]), =0 (jax's own chain) and with every recognizer off.
+src/passes/passes_test.cc checks which chains are rewritten; here each form users write must
+give jax's values either way: masks that
 drop a whole row (jax averages every value), fills of -1e9, finfo.min and -inf, masks that keep
 or drop where true, biases, several batch and query dims, and the gradient (whose chain stays).
 """

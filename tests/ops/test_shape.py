@@ -140,6 +140,15 @@ VIEW_CHAINS = {
 }
 
 
+@pytest.mark.parametrize("name", list(VIEW_CHAINS))
+@pytest.mark.parametrize("dt", [np.float32, np.int8, np.complex64], ids=ids([np.float32, np.int8,
+                                                                              np.complex64]))
+def test_chains_of_transposes_and_size_one_reshapes(dt, name):
+  shape, f = VIEW_CHAINS[name]
+  # As a result (copied out of the view) and read by a kernel through the view's strides.
+  check(lambda a: (f(a), f(a) == jnp.flip(f(a))), x_of(dt, shape), exact=True)
+
+
 def test_size_one_reshapes_of_arrays_made_in_the_program():
   # An iota (MLX's arange) or a constant has no input to look through: such a chain ends there.
   # jnp.geomspace reshapes an iota to [n, 1, 1] (it once crashed the compile here).
@@ -149,15 +158,6 @@ def test_size_one_reshapes_of_arrays_made_in_the_program():
     k = jnp.full((3,), 2.5, np.float32).reshape(1, 3, 1).transpose(0, 2, 1)
     return i, j, k, jnp.geomspace(a, a + 1.0, 2, endpoint=False, axis=-1)
   check(f, np.array([[1.0, 2.0], [3.0, 4.0]], np.float32), rtol=1e-6, atol=0)
-
-
-@pytest.mark.parametrize("name", list(VIEW_CHAINS))
-@pytest.mark.parametrize("dt", [np.float32, np.int8, np.complex64], ids=ids([np.float32, np.int8,
-                                                                              np.complex64]))
-def test_chains_of_transposes_and_size_one_reshapes(dt, name):
-  shape, f = VIEW_CHAINS[name]
-  # As a result (copied out of the view) and read by a kernel through the view's strides.
-  check(lambda a: (f(a), f(a) == jnp.flip(f(a))), x_of(dt, shape), exact=True)
 
 
 # ---- slice, reverse --------------------------------------------------------------------------
