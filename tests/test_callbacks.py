@@ -476,6 +476,30 @@ def test_callback_dropped_executable_frees_registry_entry():
   assert not (new & set(callbacks._registry))
 
 
+def test_a_freed_executables_queued_run_still_calls_its_function(capsys):
+  # jax.jit(jax.jit(f))(x) frees the outer executable when the call returns, while its run may
+  # still be queued (jax's debugging_primitives_test.py, test_nested_jit_debug_print): the
+  # callback stays registered until no run that may call one is pending, then goes.
+  import gc
+
+  from jax_plugins.mlx import callbacks
+
+  def f(x):
+    jax.debug.print("{}", x)
+    return x
+
+  x = jax.device_put(np.arange(8), jax.devices("mlx")[0])
+  before = set(callbacks._registry)
+  for _ in range(3):
+    jax.jit(jax.jit(f))(x)
+  jax.effects_barrier()
+  assert capsys.readouterr().out == "[0 1 2 3 4 5 6 7]\n" * 3
+  jax.clear_caches()
+  gc.collect()
+  callbacks._prune()
+  assert not (set(callbacks._registry) - before)
+
+
 # ---- the worker and Python's GIL ----------------------------------------------------------------
 
 def test_compile_while_a_callback_is_running():

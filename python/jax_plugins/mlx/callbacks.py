@@ -12,8 +12,12 @@ the library's `jaxmlx_set_host_callback_handler`), which calls the Python functi
 results into buffers the plugin preallocated. Ordered effects (io_callback(ordered=True), ordered
 debug callbacks) thread a token through the custom call, as jax does for CPU.
 
-Lifetime: a `_Callback` is kept alive by the lowering's keepalive list, i.e. by the compiled
-executable, exactly as long as the program that calls it; the registry holds weak references.
+Lifetime: the lowering's keepalive list, i.e. the compiled executable, holds an `_Owner` of each
+`_Callback`; the registry holds the callbacks. When the executable is freed its callbacks leave
+the registry once no run that may call one is queued or running (the plugin's
+`jaxmlx_host_callbacks_running`): a run queued before the free still finds its function
+(`jax.jit(jax.jit(f))(x)` frees the outer executable as soon as the call returns, before its
+queued run has printed).
 The trampoline runs on the plugin's device worker thread and takes the GIL only while it runs;
 a callback must not wait for results computed on the mlx device (that worker is running it).
 """
@@ -42,7 +46,9 @@ _library_path: str | None = None
 _handler_installed = False
 _install_lock = threading.Lock()
 _ids = itertools.count(1)
-_registry: dict[int, weakref.ref] = {}
+_registry: dict[int, "_Callback"] = {}
+_orphans: set[int] = set()  # ids whose executable was freed, dropped at the next quiet moment
+_running = None  # the plugin's jaxmlx_host_callbacks_running, once the handler is installed
 
 
 class _HostBuffer(ctypes.Structure):
@@ -79,7 +85,31 @@ class _Callback:
     # jax_enable_x64 may be a thread-local setting of the lowering thread; the callback runs on
     # the plugin's worker thread, under the setting its types were lowered with.
     self.x64 = bool(config.enable_x64.value)
-    _registry[self.id] = weakref.ref(self, lambda _, i=self.id: _registry.pop(i, None))
+    _prune()
+    _registry[self.id] = self
+
+
+class _Owner:
+  """What the compiled executable keeps alive for one `_Callback` (see Lifetime above)."""
+  __slots__ = ("entry", "__weakref__")
+
+  def __init__(self, entry):
+    self.entry = entry
+    weakref.finalize(self, _orphan, entry.id).atexit = False  # nothing to drop at exit
+
+
+def _orphan(callback_id):
+  _orphans.add(callback_id)
+  _prune()
+
+
+def _prune():
+  """Drops the callbacks of freed executables when no run that may call them is pending."""
+  if not _orphans or (_running is not None and _running() > 0):
+    return
+  for i in list(_orphans):
+    _registry.pop(i, None)
+    _orphans.discard(i)
 
 
 def _check_buffer(buf, spec, which):
@@ -128,8 +158,7 @@ def _trampoline(callback_id, args, num_args, results, num_results, error, capaci
   # exception leaving a ctypes callback would be printed and read as success.
   what = f"host callback #{callback_id}"
   try:
-    ref = _registry.get(callback_id)
-    entry = ref() if ref is not None else None
+    entry = _registry.get(callback_id)
     if entry is None:
       raise RuntimeError("its Python function is no longer alive (the executable that "
                          "called it was freed)")
@@ -152,7 +181,7 @@ _trampoline_fn = _HANDLER(_trampoline)  # lives as long as the process: the plug
 
 
 def _install_handler():
-  global _handler_installed
+  global _handler_installed, _running
   with _install_lock:
     if _handler_installed:
       return
@@ -170,6 +199,7 @@ def _install_handler():
     running = getattr(lib, "jaxmlx_host_callbacks_running", None)
     if running is not None:
       running.restype = ctypes.c_int32
+      _running = running
       atexit.register(_drain_at_exit, running)
 
 
@@ -204,7 +234,7 @@ def _emit(ctx, fn, what, token, operands, *, has_side_effect):
   _install_handler()
   entry = _Callback(fn, what, [_Spec(ctx, a) for a in ctx.avals_in],
                     [_Spec(ctx, a) for a in ctx.avals_out])
-  ctx.module_context.add_keepalive(entry)
+  ctx.module_context.add_keepalive(_Owner(entry))
   result_types = [mlir.aval_to_ir_type(ctx.module_context, a) for a in ctx.avals_out]
   operands = list(operands)
   if token is not None:
