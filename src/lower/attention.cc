@@ -42,9 +42,8 @@ mx::Shape shape_4d(const mx::Shape& shape, size_t batch, size_t rows) {
 // `x` with its dims in `order`, then as [B, N, rows, cols] (groups_4d).
 mx::array as_4d(const mx::array& x, const std::vector<int64_t>& order, size_t batch,
                 size_t rows) {
-  mx::Shape permuted;
-  for (int64_t d : order) permuted.push_back(x.shape(static_cast<int>(d)));
-  return permuted_view(x, to_ints(order), shape_4d(permuted, batch, rows));
+  const std::vector<int> perm = to_ints(order);
+  return permuted_view(x, perm, shape_4d(permuted_shape(x, perm), batch, rows));
 }
 
 // Whether MLX runs a fused kernel for these [B, N, T, D] f32 operands. On MLX's CUDA backend f32

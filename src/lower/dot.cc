@@ -177,11 +177,6 @@ StatusOr<Values> dot_general(LowerContext& ctx, const ir::Op& op, const Values& 
   // Without batch dims a float product may be one 2-D matmul instead: whichever form needs
   // fewer reshapes (each one more MLX node per call). A weight matrix [K, N] goes in as it is
   // in 2-D; activations [1, T, K] (batch 1) and their [1, T, N] result as they are in 3-D.
-  auto permuted_shape = [](const mx::array& x, const std::vector<int>& perm) {
-    mx::Shape s;
-    for (int p : perm) s.push_back(x.shape(p));
-    return s;
-  };
   const mx::Shape lp = permuted_shape(in[0], lperm), rp = permuted_shape(in[1], rperm);
   auto reshapes = [&](std::initializer_list<std::pair<const mx::Shape&, mx::Shape>> pairs) {
     int n = 0;

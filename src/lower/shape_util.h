@@ -70,6 +70,13 @@ inline Untransposed untransposed(const mx::array& a) {
   return {a, std::move(axes)};
 }
 
+// The shape of `a` with its dims in the order `perm`: what permute(a, perm) has.
+inline mx::Shape permuted_shape(const mx::array& a, const std::vector<int>& perm) {
+  mx::Shape s;
+  for (int p : perm) s.push_back(a.shape(p));
+  return s;
+}
+
 // mx::transpose, except that the identity permutation is no MLX op at all (MLX would add a
 // Transpose primitive: a few microseconds of dispatch on every run), and a transpose of a pending
 // transpose is one transpose of its source (none when they cancel: a convolution's operands
@@ -203,9 +210,7 @@ inline ViewOf view_of(const mx::array& a) {
 inline mx::array permuted_view(const mx::array& a, const std::vector<int>& perm,
                                const mx::Shape& shape) {
   mx::array direct = reshape_view(permute(a, perm), shape);
-  mx::Shape permuted;
-  for (int p : perm) permuted.push_back(a.shape(p));
-  if (non_unit(permuted) != non_unit(shape)) return direct;  // dims merge or split
+  if (non_unit(permuted_shape(a, perm)) != non_unit(shape)) return direct;  // dims merge or split
   const ViewOf v = view_of(a);
   for (const mx::array& x : v.chain)
     if (x.id() == direct.id()) return direct;  // a view made already: no new node

@@ -77,7 +77,7 @@ class _Spec:
 
 class _Callback:
   """One callback site: the function to call and the types it takes and returns."""
-  __slots__ = ("id", "fn", "what", "args", "results", "x64", "__weakref__")
+  __slots__ = ("id", "fn", "what", "args", "results", "x64")
 
   def __init__(self, fn, what, args, results):
     self.id = next(_ids)
