@@ -355,33 +355,26 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
 // (mlx/backend/cuda/conv.cpp) keys a convolution by its shapes, strides, paddings, kernel
 // dilation, groups and flip, not by its input dilation: MLX alone there, a flipped convolution
 // (MLX's own input gradients) of input dilation (3, 2) run after one of (2, 2) with the same
-// shapes and padding got the first one's graph (max error 45; right alone). Input-dilated
-// convolutions are output phases on CUDA (phase_conv); what those do not take has its input
-// dilated explicitly here, and MLX convolves an undilated one. Metal and the CPU are not affected.
+// shapes and padding got the first one's graph (max error 45; right alone). On CUDA an
+// input-dilated convolution has its input dilated explicitly here (or is split into output
+// phases with JAXMLX_CONV_PHASES=1), and MLX convolves an undilated one. Metal and the CPU are
+// not affected.
 bool cuda_mishandles_input_dilation() { return on_cuda_gpu(); }
-
-// On CUDA, the dilated input's size from which a convolution of it is split into output phases.
-// Each phase is a cuDNN call of its own, which costs the host tens of µs, more than the whole
-// dilated convolution costs the GPU at small sizes: resnet_train's default-size step on an H200
-// (dilated inputs of 0.2-1 MiB) spent 4.16 ms in our execute with phases, 3.28 ms with dilated
-// inputs (JAXMLX_CONV_PHASES=0; bench/README, "Input gradients of convolutions on CUDA"). At the
-// full size (3-16 MiB) the phases saved both time and memory: 7.99 and 7.44 ms per step instead
-// of 8.57 and 8.12, a peak of 1,084-1,381 MiB instead of 1,620-1,993 (twenty-seventh stop).
-constexpr int64_t kMinPhaseBytesCuda = int64_t{2} << 20;
 
 // Whether an input-dilated float convolution of `x` (the undilated input) is computed as one
 // undilated convolution per output phase (`phase_conv`): JAXMLX_CONV_PHASES=1/0, read at each
-// compile. Default on the CPU; on CUDA where the dilated input would take kMinPhaseBytesCuda or
-// more; not on Metal, whose 2-D convolution of a dilated input splits the output into the same
-// phases inside one kernel (MLX's implicit_gemm_conv_2D_general_gpu).
-bool phases_wanted(const mx::array& x, const ConvSpec& s) {
+// compile. Default on the CPU only. Not on Metal, whose 2-D convolution of a dilated input splits
+// the output into the same phases inside one kernel (MLX's implicit_gemm_conv_2D_general_gpu).
+// Not on CUDA: each phase is a cuDNN call of its own, with its input cropped (a copy: see
+// cudnn_operand) and its taps flipped by cuDNN's data-gradient convolution, and on an H200
+// resnet_train's step took 11.1 ms at the full size with phases (its dilated inputs 3-16 MiB),
+// 8.06 without, native MLX 8.04; 3.28 and 2.72 ms at the default size, native 2.52
+// (bench/env_ab.py, bench/README "Phases off on CUDA"). The input is then dilated explicitly
+// (cuda_mishandles_input_dilation).
+bool phases_wanted() {
   const char* v = std::getenv("JAXMLX_CONV_PHASES");
   if (v != nullptr && *v != '\0') return *v != '0';
-  if (mx::default_device().type == mx::Device::cpu) return true;
-  if (!on_cuda_gpu()) return false;
-  int64_t dilated = static_cast<int64_t>(x.itemsize()) * x.shape(0) * x.shape(-1);
-  for (int d = 0; d < s.nsp; ++d) dilated *= dilated_size(x.shape(d + 1), s.lhs_dil[d]);
-  return dilated >= kMinPhaseBytesCuda;
+  return mx::default_device().type == mx::Device::cpu;
 }
 
 constexpr int64_t kMaxPhases = 64;  // output phases of one convolution (a 3-D stride-4 transpose)
@@ -486,7 +479,7 @@ mx::array cudnn_operand(const mx::array& a) {
 // (passes/reversed_kernel.h); the patch matmuls take the reversed view.
 mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t groups,
                      bool flip) {
-  if (phases_wanted(x, s))
+  if (phases_wanted())
     if (std::optional<mx::array> y = phase_conv(x, w, s, groups, flip)) return *y;
   auto ints = [](const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); };
   const bool negative =
