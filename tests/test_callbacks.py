@@ -385,6 +385,55 @@ def test_debug_callback_sees_values():
   assert_same(got_log["one"], want_log["one"])
 
 
+# ---- checkify's check in a jitted program -------------------------------------------------------
+
+def _positive_check(debug):
+  from jax.experimental import checkify
+  assert_ = checkify.debug_check if debug else checkify.check
+
+  def f(x):
+    assert_(jnp.all(x > 0), "x must be positive: {x}", x=x)
+    return x * 2
+  return f
+
+
+@pytest.mark.parametrize("values", [[1.0, 2.0], [1.0, -2.0]], ids=["holds", "fails"])
+def test_debug_check_in_a_jitted_program_is_a_no_op_and_checkify_reports_it(values):
+  # debug_check lowers to nothing (jax's rule for cpu and gpu, registered for ours); under
+  # checkify.checkify it is a functionalized error, the same on both backends.
+  from jax.experimental import checkify
+  f = _positive_check(debug=True)
+  x = np.array(values, np.float32)
+  check(f, x, exact=True)
+  got = []
+  for platform in ("cpu", "mlx"):
+    err, y = jax.jit(checkify.checkify(f))(jax.device_put(x, jax.devices(platform)[0]))
+    got.append((err.get(), np.asarray(y)))
+  assert got[1][0] == got[0][0], got
+  assert (got[1][0] is None) == (values[1] > 0), got
+  assert_same(got[1][1], got[0][1], exact=True)
+
+
+def test_a_failed_check_fails_the_run_with_its_message_under_runtime_errors():
+  # With jax_experimental_unsafe_xla_runtime_errors a check left in a jitted program is a host
+  # callback that raises (jax's CPU and GPU backends do the same); without it jax refuses it.
+  from jax._src import config as jax_config
+  from jax.experimental import checkify
+  f = jax.jit(_positive_check(debug=False))
+  mlx = jax.devices("mlx")[0]
+  bad = jax.device_put(np.array([1.0, -2.0], np.float32), mlx)
+  good = jax.device_put(np.array([1.0, 2.0], np.float32), mlx)
+  with pytest.raises(ValueError, match="Cannot abstractly evaluate a checkify.check"):
+    f(good)
+  with jax_config.xla_runtime_errors(True):
+    with pytest.raises(Exception, match=r"checkify.check failed: .*x must be positive: "
+                                        r"\[ 1. -2.\] \(`check` failed\)"):
+      np.asarray(f(bad))
+    np.testing.assert_array_equal(np.asarray(f(good)), [2.0, 4.0])
+    err, y = jax.jit(checkify.checkify(f))(bad)  # functionalized: no callback
+    assert "x must be positive" in err.get() and np.asarray(y).tolist() == [2.0, -4.0]
+
+
 # ---- errors -------------------------------------------------------------------------------------
 
 def test_callback_exception_names_it_and_next_call_works():

@@ -1,5 +1,5 @@
-"""Host callbacks on the mlx platform: jax.debug.print, jax.debug.callback, jax.pure_callback
-and jax.experimental.io_callback.
+"""Host callbacks on the mlx platform: jax.debug.print, jax.debug.callback, jax.pure_callback,
+jax.experimental.io_callback, and checkify's check left in a jitted program.
 
 jax lowers these through `emit_python_callback`, which supports only cpu, cuda, rocm and tpu.
 `register()` adds lowering rules for our platform that emit
@@ -283,6 +283,20 @@ def _debug_callback_rule(ctx, *args, callback, effect, partitioned, **params):
   return _emit_effect(ctx, fn, what, args, effect, effects.ordered_effects.contains(effect))
 
 
+def _check_rule(ctx, *args, err_tree, debug):
+  # jax.experimental.checkify's check left in a jitted program (not functionalized by
+  # checkify.checkify): debug_check is a no-op, and with jax_experimental_unsafe_xla_runtime_errors
+  # a failed check raises from a host callback and fails the run, as on jax's CPU and GPU
+  # backends (their rule is jax's Python callback, which a plugin cannot take).
+  from jax._src import checkify, config
+  if debug:
+    return []
+  if not config.xla_runtime_errors.value:
+    raise checkify.functionalization_error
+  fn = lambda *a: checkify.python_err(err_tree, *a) or ()
+  return _emit(ctx, fn, "jax.experimental.checkify.check", None, args, has_side_effect=True)[0]
+
+
 def _debug_print_rule(ctx, *args, **params):
   from jax._src import debugging
   fn = lambda *a: debugging.debug_print_p.impl(*a, **params) or ()
@@ -302,6 +316,11 @@ def register(platform: str, library_path: str) -> None:
            (getattr(cb, "io_callback_p", None), _io_callback_rule),
            (getattr(debugging, "debug_callback_p", None), _debug_callback_rule),
            (getattr(debugging, "debug_print_p", None), _debug_print_rule)]
+  try:
+    from jax._src import checkify
+    rules.append((getattr(checkify, "check_p", None), _check_rule))
+  except ImportError:  # a jax without checkify
+    pass
   for prim, rule in rules:
     if prim is not None:  # debug_print_p is newer than jax 0.4
       mlir.register_lowering(prim, rule, platform=platform, cacheable=False)
