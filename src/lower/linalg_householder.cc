@@ -117,6 +117,62 @@ StatusOr<Values> lower_qr(LowerContext& ctx, const ir::Op& op, const Values& in)
   return Values{mx::astype(a, out), mx::astype(tau, out)};
 }
 
+// jaxmlx.geqp3 (LAPACK geqp3, QR with column pivoting): (a (batch..., m, n), jpvt (batch..., n))
+// -> (packed a' as Qr's, jpvt' (1-based), taus (batch..., min(m, n))). As LAPACK: the columns with
+// jpvt != 0 move to the front in their order and are factored first, unpivoted; then each step
+// swaps in the remaining column whose part below the factored rows has the largest norm (the
+// first on ties). LAPACK downdates its column norms from step to step and recomputes one that
+// lost accuracy; here each step's norms are the trailing block's own, so the pivots agree except
+// between columns whose norms tie within rounding. Pivots differ per matrix of a batch: columns
+// are permuted with take_along_axis.
+StatusOr<Values> lower_geqp3(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  if (in.size() != 2 || op.results.size() != 3) return ctx.malformed(op, "geqp3: 2 -> 3");
+  ASSIGN_OR_RETURN(mx::Dtype ct, qr_compute_dtype(ctx, op));
+  ASSIGN_OR_RETURN(mx::Dtype out, linalg::result_dtype(ctx, op, 0));
+  mx::array a = mx::astype(in[0], ct);
+  const mx::Dtype index_dtype = in[1].dtype();
+  const int m = a.shape(-2), n = a.shape(-1), k = std::min(m, n);
+  if (in[1].ndim() != a.ndim() - 1 || in[1].shape(-1) != n)
+    return ctx.malformed(op, "geqp3: jpvt must be (batch..., n)");
+  mx::Shape row_shape = in[1].shape();  // (batch..., n)
+  mx::array iota = mx::broadcast_to(mx::arange(n, mx::int32), row_shape);
+  // The fixed columns first, in order: sort by (free, position).
+  mx::array free = mx::astype(mx::equal(in[1], mx::array(0, index_dtype)), mx::int32);
+  mx::array perm = mx::astype(mx::argsort(mx::add(mx::multiply(free, mx::array(n)), iota), -1),
+                              mx::int32);
+  mx::array fixed = mx::sum(mx::subtract(mx::array(1), free), -1, /*keepdims=*/true);
+  auto permute_columns = [&](const mx::array& x, const mx::array& cols) {
+    mx::array idx = mx::expand_dims(cols, -2);  // (batch..., 1, n)
+    mx::Shape full = x.shape();
+    return mx::take_along_axis(x, mx::broadcast_to(idx, full), -1);
+  };
+  a = permute_columns(a, perm);
+  Values taus;
+  for (int j = 0; j < k; ++j) {
+    if (j + 1 < n) {
+      mx::array norms = mx::sum(mx::square(mx::abs(block(a, j, m, j, n))), -2);  // (batch..., n-j)
+      mx::array best = mx::astype(mx::argmax(norms, -1, /*keepdims=*/true), mx::int32);
+      mx::array q = mx::add(mx::where(mx::less(mx::array(j), fixed), mx::array(0), best),
+                            mx::array(j));  // (batch..., 1): the column moved to j
+      mx::array j_arr = mx::array(j);
+      mx::array swap = mx::where(mx::equal(iota, j_arr), q,
+                                 mx::where(mx::equal(iota, q), j_arr, iota));
+      a = permute_columns(a, swap);
+      perm = mx::take_along_axis(perm, swap, -1);
+    }
+    Reflector h = householder(block(a, j, j + 1, j, j + 1), block(a, j + 1, m, j, j + 1));
+    if (j + 1 < n) {
+      mx::array c = block(a, j, m, j + 1, n);
+      a = put_block(a, reflect(c, with_unit_head(h.tail), conj_if(h.tau)), j, j + 1);
+    }
+    a = put_block(a, mx::concatenate({h.head, h.tail}, -2), j, j);
+    taus.push_back(mx::squeeze(h.tau, {-2, -1}));
+  }
+  mx::array tau = k == 0 ? mx::zeros(storage_shape(result_type(op, 2)), ct) : mx::stack(taus, -1);
+  mx::array jpvt = mx::astype(mx::add(perm, mx::array(1)), index_dtype);
+  return Values{mx::astype(a, out), jpvt, mx::astype(tau, out)};
+}
+
 // ProductOfElementaryHouseholderReflectors (LAPACK orgqr/ungqr): (a (batch..., m, n), taus
 // (batch..., k)) -> the first n columns of H_0 ... H_{k-1}, built right to left; H_i only
 // touches rows and columns >= i of the partial product.
@@ -233,6 +289,7 @@ StatusOr<Values> lower_tridiagonal(LowerContext& ctx, const ir::Op& op, const Va
 
 void register_linalg_householder(Registry& r) {
   r.add_custom_call("jaxmlx.hessenberg", lower_hessenberg);
+  r.add_custom_call("jaxmlx.geqp3", lower_geqp3);
   r.add_custom_call("jaxmlx.tridiagonal", lower_tridiagonal);
   r.add_custom_call("Qr", lower_qr);
   r.add_custom_call("ProductOfElementaryHouseholderReflectors", lower_householder_product);

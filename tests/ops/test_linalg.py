@@ -205,6 +205,48 @@ def test_qr_rank_deficient():
   check(lambda a: jnp.linalg.qr(a), x, **tol(np.float32))
 
 
+@pytest.mark.parametrize("dt", QR_DTYPES, ids=ids(QR_DTYPES))
+@pytest.mark.parametrize("shape", QR_SHAPES, ids=str)
+def test_qr_with_column_pivoting(shape, dt):
+  # jax.scipy.linalg.qr(pivoting=True): LAPACK geqp3 on jax's CPU, our jaxmlx.geqp3 here. The
+  # permutation must be the same (exact: it is an int array), Q and R within tolerance.
+  x = rand(np.complex64 if np.dtype(dt).kind == "c" else np.float32, shape, seed=3)
+  q, r, p = check(lambda a: lax.linalg.qr(a, pivoting=True, full_matrices=False), x, **tol(dt))
+  assert p.dtype == np.int32
+  np.testing.assert_allclose(q @ r, np.take_along_axis(x, p[..., None, :], -1), atol=1e-4)
+  if shape[-2] and shape[-1] > 1:  # |R|'s diagonal does not increase: the pivoting's point
+    d = np.abs(np.diagonal(r, axis1=-2, axis2=-1))
+    assert np.all(np.diff(d, axis=-1) <= 1e-5), d
+
+
+def test_qr_with_column_pivoting_of_rank_deficient_matrices():
+  # A zero column stays zero under every reflection: it is pivoted last and needs no reflector,
+  # as in LAPACK. (A column that is a multiple of another leaves a residue of rounding errors,
+  # whose reflector is arbitrary: not compared.)
+  x = rand(np.float32, (3, 6, 5), seed=4)
+  x[0, :, 1] = 0
+  x[1, :, 4] = 0
+  x[2, :, 0] = x[2, :, 3] = 0
+  _, _, p = check(lambda a: jsl.qr(a, pivoting=True, mode="economic"), x, **tol(np.float32))
+  assert p[0, -1] == 1 and p[1, -1] == 4 and sorted(p[2, -2:]) == [0, 3], p
+
+
+def test_geqp3_keeps_fixed_columns_first():
+  # LAPACK's jpvt: a column with jpvt != 0 moves to the front (in order) and is not pivoted;
+  # the rest pivot freely. Each matrix of the batch fixes other columns.
+  x = rand(np.float32, (3, 5, 4), seed=6)
+  jpvt = np.array([[0, 1, 0, 1], [0, 0, 0, 0], [3, 0, 0, 7]], np.int32)
+  a, p, taus = check(lax_linalg.geqp3, x, jpvt, **tol(np.float32))
+  assert p[0, :2].tolist() == [2, 4] and p[2, :2].tolist() == [1, 4], p  # 1-based
+
+
+def test_qr_with_column_pivoting_derivative():
+  x = rand(np.float32, (5, 4), seed=7)
+  t = rand(np.float32, (5, 4), seed=8)
+  check(lambda a, da: jax.jvp(lambda b: jsl.qr(b, pivoting=True, mode="economic")[:2], (a,),
+                              (da,)), x, t, **tol(np.float32))
+
+
 @pytest.mark.parametrize("dt", HALF, ids=ids(HALF))
 def test_qr_half(dt):
   check_lowp(lambda a: jnp.linalg.qr(a)[1], general((5, 3)).astype(dt))

@@ -12,11 +12,12 @@ src/lower/linalg.cc implements with MLX's routines:
     jaxmlx.lu_pivots_to_permutation(p) -> permutation
     jaxmlx.hessenberg(a) -> (a', taus)        LAPACK gehrd's packed form
     jaxmlx.tridiagonal(a) -> (a', d, e, taus) LAPACK sytrd/hetrd's, "lower=L"
+    jaxmlx.geqp3(a, jpvt) -> (a', jpvt', taus) LAPACK geqp3's (QR with column pivoting)
 
 (backend_config is a string of comma-separated integer settings.) cholesky, triangular_solve
 and qr need no rule here: jax's default lowerings (stablehlo.cholesky, stablehlo.triangular_solve,
 the Qr / ProductOfElementaryHouseholderReflectors custom calls) are implemented in C++.
-hessenberg and tridiagonal are built from Householder reflectors in C++; schur (which needs a
+hessenberg, tridiagonal and geqp3 are built from Householder reflectors in C++; schur (which needs a
 QR-iteration eigensolver MLX lacks) raises NotImplementedError naming the primitive.
 """
 
@@ -90,6 +91,11 @@ def _unsupported(name):
   return rule
 
 
+def _geqp3_rule(ctx, a, jpvt, *, use_magma=None, **_):
+  del use_magma  # a GPU setting of jax's own lowering
+  return _custom_call(ctx, "jaxmlx.geqp3", [a, jpvt])
+
+
 def register(platform: str) -> None:
   """Registers the rules above for `platform` (jax consults them before its defaults)."""
   rules = {
@@ -102,5 +108,8 @@ def register(platform: str) -> None:
       lax_linalg.hessenberg_p: _hessenberg_rule,
       lax_linalg.tridiagonal_p: _tridiagonal_rule,
   }
+  geqp3_p = getattr(lax_linalg, "geqp3_p", None)  # column-pivoted QR (jax >= 0.4.36)
+  if geqp3_p is not None:
+    rules[geqp3_p] = _geqp3_rule
   for prim, rule in rules.items():
     mlir.register_lowering(prim, rule, platform=platform)
