@@ -512,6 +512,69 @@ def test_tridiagonal(shape, dt, lower):
   check(lambda a: lax.linalg.tridiagonal(a, lower=lower), x, **tol(dt))
 
 
+# ---- tridiagonal_solve(perturb_singular=True), eigh_tridiagonal's eigenvectors -----------------
+
+def tridiagonal_system(n, dt, batch=(), k=3, seed=0):
+  rng = np.random.default_rng(seed)
+  draw = lambda *s: (rng.standard_normal(s) + (1j * rng.standard_normal(s) if np.dtype(dt).kind
+                                                   == "c" else 0)).astype(dt)
+  dl, d, du, b = draw(*batch, n), draw(*batch, n), draw(*batch, n), draw(*batch, n, k)
+  dl[..., :1] = 0  # jax's convention: dl[0] and du[-1] are not read as matrix entries
+  du[..., -1:] = 0
+  return dl, d, du, b
+
+
+def solve_perturbed(dl, d, du, b):
+  with jax.numpy_dtype_promotion("strict"):  # as jax's own tests trace it
+    return lax_linalg.tridiagonal_solve(dl, d, du, b, perturb_singular=True)
+
+
+@pytest.mark.parametrize("dt", QR_DTYPES, ids=ids(QR_DTYPES))
+@pytest.mark.parametrize("n,batch", [(0, ()), (1, ()), (2, ()), (3, (2,)), (9, ()), (7, (2, 3))],
+                         ids=str)
+def test_tridiagonal_solve_perturbed(n, batch, dt):
+  # jax's CPU backend runs jaxlib's kernel (LAPACK xLAGTF + xLAGTS with perturbed pivots); ours
+  # the same steps in jax ops (python/jax_plugins/mlx/linalg_rules.py): the same roundings.
+  check(solve_perturbed, *tridiagonal_system(n, dt, batch), exact=True)
+
+
+def test_tridiagonal_solve_perturbed_of_singular_matrices():
+  # T - lambda I for an eigenvalue lambda of T, zero pivots perturbed from eps * max|U| up, and
+  # an all-zero matrix (every pivot grown from the smallest normal float until b / p fits).
+  n = 6
+  lam = 2 - 2 * np.cos(np.pi * 2 / (n + 1))  # of the [-1, 2, -1] Toeplitz matrix
+  dl, du = np.full(n, -1, np.float32), np.full(n, -1, np.float32)
+  dl[0] = du[-1] = 0
+  b = np.ones((n, 2), np.float32)
+  x = check(solve_perturbed, dl, np.full(n, 2 - lam, np.float32), du, b, exact=True)
+  assert np.all(np.isfinite(x)), x
+  z = np.zeros(4, np.float32)
+  x = check(solve_perturbed, z, z, z, np.array([[3.0], [0.5], [-2.0], [1e-3]], np.float32),
+            exact=True)
+  assert np.all(np.isfinite(x)), x
+
+
+@pytest.mark.parametrize("dt", QR_DTYPES, ids=ids(QR_DTYPES))
+@pytest.mark.parametrize("n", [1, 2, 8, 30])
+def test_eigh_tridiagonal_eigenvectors(n, dt):
+  # Inverse iteration with the perturbed solve: jax refuses it on platforms other than CPU and
+  # GPU. Eigenvalues as jax's CPU backend's, eigenvectors up to a sign or phase.
+  rng = np.random.default_rng(n)
+  a = rng.uniform(size=n).astype(dt)  # a Hermitian matrix's real diagonal, in b's dtype
+  b = (rng.uniform(size=n - 1) + (0.5j * rng.uniform(size=n - 1) if dt == np.complex64 else 0)
+       ).astype(dt)
+  def f(a, b):
+    with jax.numpy_dtype_promotion("strict"):
+      return jsl.eigh_tridiagonal(a, b, eigvals_only=False)
+  w_cpu, v_cpu = run_on(cpu(), f, a, b)
+  w, v = run_on(mlx(), f, a, b)
+  assert_same(w, w_cpu, **tol(dt))
+  assert v.dtype == v_cpu.dtype
+  assert_same_columns_up_to_phase(v, v_cpu, atol=1e-4)
+  t = np.diag(a) + np.diag(b, 1) + np.diag(np.conj(b), -1)
+  np.testing.assert_allclose(t @ v, v * w[None, :], atol=1e-5 * n)
+
+
 # ---- what is refused -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name,fn", [

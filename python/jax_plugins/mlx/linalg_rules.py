@@ -14,6 +14,9 @@ src/lower/linalg.cc implements with MLX's routines:
     jaxmlx.tridiagonal(a) -> (a', d, e, taus) LAPACK sytrd/hetrd's, "lower=L"
     jaxmlx.geqp3(a, jpvt) -> (a', jpvt', taus) LAPACK geqp3's (QR with column pivoting)
 
+tridiagonal_solve with perturb_singular=True (eigh_tridiagonal's inverse iteration), which jax
+refuses on platforms without jaxlib's CPU or GPU kernel, is that kernel's algorithm in jax ops.
+
 (backend_config is a string of comma-separated integer settings.) cholesky, triangular_solve
 and qr need no rule here: jax's default lowerings (stablehlo.cholesky, stablehlo.triangular_solve,
 the Qr / ProductOfElementaryHouseholderReflectors custom calls) are implemented in C++.
@@ -96,6 +99,111 @@ def _geqp3_rule(ctx, a, jpvt, *, use_magma=None, **_):
   return _custom_call(ctx, "jaxmlx.geqp3", [a, jpvt])
 
 
+def _maybe_perturb_pivot(perturb, p, r):
+  """jaxlib's MaybePerturbPivot (after LAPACK xLAGTS): grows a pivot |p| < 1 by `perturb`,
+  doubling it each time, or scales p and the row r up, until r / p cannot overflow."""
+  import jax.numpy as jnp
+  from jax import lax
+  import numpy as np
+  real = np.dtype(jnp.real(p).dtype)
+  one, info = real.type(1), np.finfo(real)
+  small = one / info.max
+  safemin = info.tiny if small < info.tiny else small * (one + info.eps)  # LAPACK's xLAMCH
+  bignum = one / safemin
+  max_factor = jnp.max(jnp.abs(r))
+  perturb = jnp.copysign(jnp.maximum(jnp.abs(perturb), safemin), jnp.real(p))
+
+  def cond(s):
+    p, _, _, stop = s
+    return jnp.logical_and(jnp.abs(p) < one, jnp.logical_not(stop))
+
+  def body(s):
+    p, r, perturb, _ = s
+    a = jnp.abs(p)
+    grow = jnp.where(a < safemin, (a == 0) | (max_factor * safemin > a), max_factor > a * bignum)
+    scale = (a < safemin) & jnp.logical_not(grow)
+    big = jnp.asarray(bignum, p.dtype)  # jax's strict dtype promotion: no real * complex
+    p = jnp.where(grow, p + perturb.astype(p.dtype), jnp.where(scale, p * big, p))
+    r = jnp.where(scale, r * big, r)
+    return p, r, jnp.where(grow, perturb * 2, perturb), jnp.logical_not(grow)
+
+  p, r, _, _ = lax.while_loop(cond, body, (p, r, perturb, jnp.asarray(False)))
+  return p, r
+
+
+def _tridiagonal_solve_perturbed(dl, d, du, b):
+  """jaxlib's SolveWithGaussianEliminationWithPivotingAndPerturbSingular (LAPACK xLAGTF +
+  xLAGTS) for one system: row-pivoted LU of the tridiagonal matrix, with tiny pivots of U
+  perturbed by eps * max|U| in the back substitution so that a singular matrix (inverse
+  iteration's T - lambda I) gives a finite solution. dl, d, du: (n,), b: (n, k)."""
+  import jax.numpy as jnp
+  from jax import lax
+  n = d.shape[0]
+  if n == 0:
+    return b
+  real = jnp.real(d).dtype
+  eps = jnp.finfo(real).eps
+  zero = jnp.zeros((), d.dtype)
+  if n == 1:
+    p, r = _maybe_perturb_pivot(eps * jnp.abs(d[0]), d[0], b[0])
+    return (r / p)[None]  # divided, where the rows of larger systems multiply by 1 / p
+
+  def forward(carry, k):
+    u0, u1, xk, scale1, max_u = carry
+    sub, dg, sup, rhs = dl[k + 1], d[k + 1], du[k + 1], b[k + 1]
+    inner = k < n - 2
+    scale2 = jnp.abs(sub) + jnp.abs(dg) + jnp.where(inner, jnp.abs(sup), 0)
+    piv1 = jnp.where(u0 == zero, 0, jnp.abs(u0) / scale1)
+    piv2 = jnp.abs(sub) / scale2
+    keep = (sub == zero) | (piv2 <= piv1)
+    factor_keep = jnp.where(sub == zero, zero, sub / jnp.where(u0 == zero, 1, u0))
+    factor_swap = u0 / jnp.where(sub == zero, 1, sub)
+    # Row k as final, then row k + 1 as carried.
+    row_u = jnp.where(keep, jnp.stack([u0, u1, zero]),
+                      jnp.stack([sub, dg, jnp.where(inner, sup, zero)]))
+    row_x = jnp.where(keep, xk, rhs)
+    nu0 = jnp.where(keep, dg - factor_keep * u1, u1 - factor_swap * dg)
+    nu1 = jnp.where(keep, sup, jnp.where(inner, -factor_swap * sup, zero))
+    nx = jnp.where(keep, rhs - factor_keep * xk, xk - factor_swap * rhs)
+    nscale = jnp.where(keep, scale2, jnp.abs(nu0) + jnp.abs(nu1))
+    max_u = jnp.where(inner, jnp.maximum(max_u, jnp.max(jnp.abs(row_u))), max_u)
+    return (nu0, nu1, nx, nscale, max_u), (row_u, row_x)
+
+  init = (d[0], du[0], b[0], jnp.abs(d[0]) + jnp.abs(du[0]),
+          jnp.maximum(jnp.abs(d[0]), jnp.abs(du[0])))
+  (un0, _, xn, _, max_u), (u, x) = lax.scan(forward, init, jnp.arange(n - 1))
+  max_u = jnp.maximum(max_u, jnp.abs(un0))
+  perturb = eps * max_u
+
+  # Back substitution, last row first; x_{k+1} and x_{k+2} carried.
+  p, r = _maybe_perturb_pivot(perturb, un0, xn)
+  x_last = r * (1 / p)
+
+  def backward(carry, k):
+    x1, x2 = carry  # rows k + 1 and k + 2 of the solution
+    r = x[k] - u[k, 1] * x1 - u[k, 2] * x2
+    p, r = _maybe_perturb_pivot(perturb, u[k, 0], r)
+    xk = r * (1 / p)
+    return (xk, x1), xk
+
+  _, rows = lax.scan(backward, (x_last, jnp.zeros_like(x_last)), jnp.arange(n - 1),
+                     reverse=True)
+  return jnp.concatenate([rows, x_last[None]], 0)
+
+
+def _tridiagonal_solve_rule(ctx, dl, d, du, b, *, perturb_singular):
+  # jax refuses perturb_singular on platforms without jaxlib's CPU or GPU kernel; ours runs the
+  # same algorithm in jax ops. Without it, jax's own default rule.
+  import jax
+  if not perturb_singular:
+    return mlir.lower_fun(lax_linalg._tridiagonal_solve_jax, multiple_results=False)(
+        ctx, dl, d, du, b, perturb_singular=False)
+  impl = _tridiagonal_solve_perturbed
+  for _ in range(ctx.avals_in[1].ndim - 1):
+    impl = jax.vmap(impl)
+  return mlir.lower_fun(impl, multiple_results=False)(ctx, dl, d, du, b)
+
+
 def register(platform: str) -> None:
   """Registers the rules above for `platform` (jax consults them before its defaults)."""
   rules = {
@@ -108,6 +216,8 @@ def register(platform: str) -> None:
       lax_linalg.hessenberg_p: _hessenberg_rule,
       lax_linalg.tridiagonal_p: _tridiagonal_rule,
   }
+  if hasattr(lax_linalg, "tridiagonal_solve_p") and hasattr(lax_linalg, "_tridiagonal_solve_jax"):
+    rules[lax_linalg.tridiagonal_solve_p] = _tridiagonal_solve_rule
   geqp3_p = getattr(lax_linalg, "geqp3_p", None)  # column-pivoted QR (jax >= 0.4.36)
   if geqp3_p is not None:
     rules[geqp3_p] = _geqp3_rule
