@@ -33,7 +33,7 @@ import xml.etree.ElementTree as ET
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
-from jax_suite_causes import CAUSES  # noqa: E402
+from jax_suite_causes import CAUSES, TEST_CAUSES  # noqa: E402
 
 # The files issue #5 measures coverage on.
 DEFAULT_FILES = [
@@ -93,7 +93,11 @@ def parse_junit(xml_path: pathlib.Path):
     yield test_id, outcome, message
 
 
-def cause_of(message: str) -> str:
+def cause_of(message: str, test: str = "") -> str:
+  """The cause of a failure: by its test ("file::id", TEST_CAUSES), else by its message."""
+  for pattern, cause in TEST_CAUSES:
+    if test and re.search(pattern, test):
+      return cause
   for pattern, cause in CAUSES:
     if re.search(pattern, message, re.S):
       return cause
@@ -148,7 +152,8 @@ def rerun_failures(args, jobs):
       for f in items:
         outcome, message = still.get(f["test"], ("failed", f["signature"]))
         if outcome == "failed":
-          failures.append(dict(f, cause=cause_of(message), signature=signature(message)))
+          failures.append(dict(f, cause=cause_of(message, f"{f['file']}::{f['test']}"),
+                               signature=signature(message)))
         else:
           rows[name]["failed"] -= 1
           rows[name]["passed" if outcome == "passed" else "skipped"] += 1
@@ -195,7 +200,8 @@ def main() -> int:
         for test_id, outcome, message in parse_junit(xml_path):
           counts[outcome] += 1
           if outcome == "failed":
-            failures.append({"file": name, "test": test_id, "cause": cause_of(message),
+            failures.append({"file": name, "test": test_id,
+                             "cause": cause_of(message, f"{name}::{test_id}"),
                              "signature": signature(message)})
       if problem:
         problems[name] = problem
@@ -232,7 +238,7 @@ def main() -> int:
     lines += [f"- `{name}`: {text.splitlines()[0] if text else ''}" for name, text in problems.items()]
   by_cause = collections.defaultdict(list)
   for f in failures:  # causes from today's patterns, also for failures carried over by --rerun
-    by_signature = cause_of(f["signature"])
+    by_signature = cause_of(f["signature"], f"{f['file']}::{f['test']}")
     by_cause[f["cause"] if by_signature == "unclassified" else by_signature].append(f)
   lines += ["", "## Failures by cause", ""]
   for cause, items in sorted(by_cause.items(), key=lambda kv: -len(kv[1])):

@@ -34,9 +34,26 @@ CAUSES: list[tuple[str, str]] = [
     (r"^collection failure$",
      "the test module does not import: it needs jax._src.hypothesis_test_util, which the "
      "installed jax wheel does not ship"),
+    (r"PJRT_TopologyDescription_Create is not implemented",
+     "the test asks for a device topology without a client (ahead-of-time compilation: "
+     "PJRT_TopologyDescription_Create), which the plugin does not implement; jax's test skips "
+     "only on XLA's wording of that refusal"),
+    (r"`EmitPythonCallback` not supported on mlx",
+     "the test's own primitive lowers through jax's internal mlir.emit_python_callback, which "
+     "jax allows on cpu, cuda, rocm and tpu only (jax's callbacks and checkify have rules of "
+     "ours)"),
     (r"N-dimensional vectors",
      "numpy-side error message differs from the test's expectation (jnp.cross on our device)"),
     (r"UNIMPLEMENTED: stablehlo\.(\w+)",
      "an op without a lowering rule (named in the message)"),
     (r"^AssertionError", "a numeric or structural mismatch (see the test; unclassified)"),
+]
+
+# Failures whose message does not say why, by test ("file::id" regex); consulted first.
+TEST_CAUSES: list[tuple[str, str]] = [
+    (r"memories_test\.py::.*compute_on2_out_mem_space",
+     "host memory spaces (pinned_host): the plugin exposes one device memory"),
+    (r"layout_test\.py::.*test_device_put_user_concrete_layout$",
+     "a device layout other than jax's default (column-major) asked of device_put: the plugin "
+     "keeps every array row-major and reports that layout (the values are right)"),
 ]
