@@ -54,6 +54,6 @@ TEST_CAUSES: list[tuple[str, str]] = [
     (r"memories_test\.py::.*compute_on2_out_mem_space",
      "host memory spaces (pinned_host): the plugin exposes one device memory"),
     (r"layout_test\.py::.*test_device_put_user_concrete_layout$",
-     "a device layout other than jax's default (column-major) asked of device_put: the plugin "
-     "keeps every array row-major and reports that layout (the values are right)"),
+     "a result asked in a layout other than row-major (device_put to a column-major Format): "
+     "the plugin keeps every array row-major and refuses such a result at compile time"),
 ]

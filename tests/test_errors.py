@@ -67,6 +67,38 @@ def test_a_dimension_past_int32_is_refused_at_compile_time(mlx_device):
 # a process that keeps working, never a crash.
 
 
+@pytest.mark.parametrize("where", ["jit", "device_put"])
+def test_a_column_major_result_is_refused_not_ignored(mlx_device, where):
+  # jax's Format(Layout(...)) reaches the program as mhlo.layout_mode; arrays here are row-major
+  # only, so a result asked in another layout is a compile error naming it (before, it came back
+  # row-major without a word).
+  from jax.experimental.layout import Format, Layout
+  sharding = jax.sharding.SingleDeviceSharding(mlx_device)
+  x = np.arange(24, dtype=np.float32).reshape(4, 6)
+  column_major = Format(Layout(major_to_minor=(1, 0)), sharding)
+  with pytest.raises(Exception, match=r"keeps arrays row-major.*\n  result 0: layout \{0,1\}"):
+    if where == "jit":
+      jax.jit(lambda a: a + 1, out_shardings=column_major)(jax.device_put(x, mlx_device))
+    else:
+      jax.device_put(x, column_major)
+
+
+def test_row_major_automatic_and_argument_layouts_run(mlx_device):
+  from jax.experimental.layout import Format, Layout
+  sharding = jax.sharding.SingleDeviceSharding(mlx_device)
+  x = jax.device_put(np.arange(24, dtype=np.float32).reshape(4, 1, 6), mlx_device)
+  for layout in [Layout(major_to_minor=(0, 1, 2)), Layout(major_to_minor=(1, 0, 2)),
+                 Layout.AUTO]:  # a size-1 dim may sit anywhere: the same bytes
+    out = jax.jit(lambda a: a * 2, out_shardings=Format(layout, sharding))(x)
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(x) * 2)
+  # An argument asked column-major: the program's parameters are row-major, and jax passes its
+  # arguments so (jax's layout_test.py, test_in_layouts_jit_jnp_input).
+  f = jax.jit(lambda a: a + 1, in_shardings=Format(Layout(major_to_minor=(1, 0)), sharding))
+  y = np.arange(24, dtype=np.float32).reshape(4, 6)
+  for _ in range(2):  # the second call through jax's C++ dispatch
+    np.testing.assert_array_equal(np.asarray(f(y)), y + 1)
+
+
 def test_donated_buffer_cannot_be_used_again(mlx_device):
   step = jax.jit(lambda v: v + 1, donate_argnums=0)
   x = jax.device_put(np.arange(4, dtype=np.int32), mlx_device)

@@ -109,6 +109,56 @@ TensorSpec spec_of(const ir::Type* t) {
   return s;
 }
 
+// Whether a concrete layout jax asked for an argument or result (mhlo.layout_mode "{1,0}":
+// minor-to-major dims) is the row-major order every array of ours has. Dims of size 1 may sit
+// anywhere. "default" and "auto" leave the layout to us.
+bool row_major_layout(std::string_view mode, const ir::Type* t) {
+  if (mode.size() < 2 || mode.front() != '{' || mode.back() != '}') return true;
+  std::vector<int64_t> minor_to_major;
+  std::string_view body = mode.substr(1, mode.size() - 2);
+  while (!body.empty()) {
+    size_t comma = body.find(',');
+    std::string_view item = body.substr(0, comma);
+    int64_t d = 0;
+    for (char c : item) {
+      if (c < '0' || c > '9') return false;  // tiles ("{1,0:T(8,128)}") or anything else
+      d = d * 10 + (c - '0');
+    }
+    minor_to_major.push_back(d);
+    body = comma == std::string_view::npos ? std::string_view() : body.substr(comma + 1);
+  }
+  if (t->is_token() || minor_to_major.size() != t->dims.size()) return false;
+  int64_t expect = static_cast<int64_t>(t->dims.size()) - 1;  // the next non-unit minor dim
+  for (int64_t d : minor_to_major) {
+    if (d < 0 || d >= static_cast<int64_t>(t->dims.size())) return false;
+    if (t->dims[d] == 1) continue;
+    while (expect >= 0 && t->dims[expect] == 1) --expect;
+    if (d != expect) return false;
+    --expect;
+  }
+  return true;
+}
+
+// The results of @main whose asked layout (jax's Format / Layout, as mhlo.layout_mode) is not
+// row-major: arrays here are row-major only, and a result must not come back in another layout
+// than the one asked without a word. An argument's asked layout needs no refusal: the program
+// reports row-major parameter layouts, and jax hands it its arguments in them.
+std::vector<std::string> find_other_layouts(const ir::Func& f) {
+  std::vector<std::string> out;
+  auto check = [&](const std::vector<ir::DictAttr>& attrs,
+                   const std::vector<const ir::Type*>& types, const char* what) {
+    for (size_t i = 0; i < attrs.size() && i < types.size(); ++i) {
+      const ir::Attribute* a = attrs[i].find("mhlo.layout_mode");
+      const ir::StringAttr* mode = a ? a->as<ir::StringAttr>() : nullptr;
+      if (mode && !row_major_layout(mode->value, types[i]))
+        out.push_back(std::string(what) + " " + std::to_string(i) + ": layout " + mode->value +
+                      " (minor to major)");
+    }
+  };
+  check(f.result_attrs, f.result_types, "result");
+  return out;
+}
+
 // How a program's MLX graph is built on each run.
 //   kEager   the interpreter lowers every op again on each run.
 //   kReplay  traced once through mx::compile with MLX's compile mode at no_fuse (the graph is
@@ -549,6 +599,13 @@ Status ExecutableImpl::init() {
     std::string msg = std::to_string(missing.size()) +
                       (missing.size() == 1 ? " op has" : " ops have") + " no MLX lowering:";
     for (const std::string& m : missing) msg += "\n  " + m;
+    return unimplemented(msg);
+  }
+  std::vector<std::string> layouts = find_other_layouts(*entry_);
+  if (!layouts.empty()) {
+    std::string msg = "the mlx platform keeps arrays row-major; this program asks for results "
+                      "in other layouts:";
+    for (const std::string& l : layouts) msg += "\n  " + l;
     return unimplemented(msg);
   }
   info_ = lower::analyze_program(module_, *entry_);
