@@ -42,6 +42,9 @@ CAUSES: list[tuple[str, str]] = [
      "the test's own primitive lowers through jax's internal mlir.emit_python_callback, which "
      "jax allows on cpu, cuda, rocm and tpu only (jax's callbacks and checkify have rules of "
      "ours)"),
+    (r"`buffer_callback` not supported on mlx",
+     "jax.experimental.buffer_callback hands XLA's device buffers to Python; jax refuses it "
+     "for backends other than its own CPU and GPU ones"),
     (r"N-dimensional vectors",
      "numpy-side error message differs from the test's expectation (jnp.cross on our device)"),
     (r"UNIMPLEMENTED: stablehlo\.(\w+)",
