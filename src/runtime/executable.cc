@@ -109,11 +109,11 @@ TensorSpec spec_of(const ir::Type* t) {
   return s;
 }
 
-// Whether a concrete layout jax asked for an argument or result (mhlo.layout_mode "{1,0}":
-// minor-to-major dims) is the row-major order every array of ours has. Dims of size 1 may sit
-// anywhere. "default" and "auto" leave the layout to us.
+// Whether a concrete layout jax asked for a result (mhlo.layout_mode "{1,0}": minor-to-major
+// dims) is the row-major order every array of ours has. Dims of size 1 may sit anywhere.
+// "default" and "auto" leave the layout to us; a token has none.
 bool row_major_layout(std::string_view mode, const ir::Type* t) {
-  if (mode.size() < 2 || mode.front() != '{' || mode.back() != '}') return true;
+  if (t->is_token() || mode.size() < 2 || mode.front() != '{' || mode.back() != '}') return true;
   std::vector<int64_t> minor_to_major;
   std::string_view body = mode.substr(1, mode.size() - 2);
   while (!body.empty()) {
@@ -121,13 +121,14 @@ bool row_major_layout(std::string_view mode, const ir::Type* t) {
     std::string_view item = body.substr(0, comma);
     int64_t d = 0;
     for (char c : item) {
+      if (c == ' ') continue;
       if (c < '0' || c > '9') return false;  // tiles ("{1,0:T(8,128)}") or anything else
       d = d * 10 + (c - '0');
     }
     minor_to_major.push_back(d);
     body = comma == std::string_view::npos ? std::string_view() : body.substr(comma + 1);
   }
-  if (t->is_token() || minor_to_major.size() != t->dims.size()) return false;
+  if (minor_to_major.size() != t->dims.size()) return false;
   int64_t expect = static_cast<int64_t>(t->dims.size()) - 1;  // the next non-unit minor dim
   for (int64_t d : minor_to_major) {
     if (d < 0 || d >= static_cast<int64_t>(t->dims.size())) return false;
