@@ -96,23 +96,29 @@ StatusOr<mx::Dtype> qr_compute_dtype(LowerContext& ctx, const ir::Op& op) {
   return linalg::compute_dtype(ctx, op, t.dtype, /*allow_complex=*/true);
 }
 
+// geqrf's step j on `a` (batch..., m, n): the reflector H_j that zeroes column j below its
+// diagonal, applied (as H_j^H: conj(tau)) to the columns after it, and stored packed in column j.
+// Returns tau_j (batch...).
+mx::array reduce_column(mx::array& a, int j) {
+  const int m = a.shape(-2), n = a.shape(-1);
+  Reflector h = householder(block(a, j, j + 1, j, j + 1), block(a, j + 1, m, j, j + 1));
+  if (j + 1 < n) {
+    mx::array c = block(a, j, m, j + 1, n);
+    a = put_block(a, reflect(c, with_unit_head(h.tail), conj_if(h.tau)), j, j + 1);
+  }
+  a = put_block(a, mx::concatenate({h.head, h.tail}, -2), j, j);
+  return mx::squeeze(h.tau, {-2, -1});
+}
+
 // Qr (LAPACK geqrf): (batch..., m, n) -> (packed a', taus (batch..., min(m, n))).
 StatusOr<Values> lower_qr(LowerContext& ctx, const ir::Op& op, const Values& in) {
   if (in.size() != 1 || op.results.size() != 2) return ctx.malformed(op, "Qr takes 1 and gives 2");
   ASSIGN_OR_RETURN(mx::Dtype ct, qr_compute_dtype(ctx, op));
   ASSIGN_OR_RETURN(mx::Dtype out, linalg::result_dtype(ctx, op, 0));
   mx::array a = mx::astype(in[0], ct);
-  const int m = a.shape(-2), n = a.shape(-1), k = std::min(m, n);
+  const int k = std::min(a.shape(-2), a.shape(-1));
   Values taus;
-  for (int j = 0; j < k; ++j) {
-    Reflector h = householder(block(a, j, j + 1, j, j + 1), block(a, j + 1, m, j, j + 1));
-    if (j + 1 < n) {
-      mx::array c = block(a, j, m, j + 1, n);  // geqrf applies H_j^H: conj(tau)
-      a = put_block(a, reflect(c, with_unit_head(h.tail), conj_if(h.tau)), j, j + 1);
-    }
-    a = put_block(a, mx::concatenate({h.head, h.tail}, -2), j, j);
-    taus.push_back(mx::squeeze(h.tau, {-2, -1}));
-  }
+  for (int j = 0; j < k; ++j) taus.push_back(reduce_column(a, j));
   mx::array tau = k == 0 ? mx::zeros(storage_shape(result_type(op, 1)), ct) : mx::stack(taus, -1);
   return Values{mx::astype(a, out), mx::astype(tau, out)};
 }
@@ -160,13 +166,7 @@ StatusOr<Values> lower_geqp3(LowerContext& ctx, const ir::Op& op, const Values& 
       a = permute_columns(a, swap);
       perm = mx::take_along_axis(perm, swap, -1);
     }
-    Reflector h = householder(block(a, j, j + 1, j, j + 1), block(a, j + 1, m, j, j + 1));
-    if (j + 1 < n) {
-      mx::array c = block(a, j, m, j + 1, n);
-      a = put_block(a, reflect(c, with_unit_head(h.tail), conj_if(h.tau)), j, j + 1);
-    }
-    a = put_block(a, mx::concatenate({h.head, h.tail}, -2), j, j);
-    taus.push_back(mx::squeeze(h.tau, {-2, -1}));
+    taus.push_back(reduce_column(a, j));
   }
   mx::array tau = k == 0 ? mx::zeros(storage_shape(result_type(op, 2)), ct) : mx::stack(taus, -1);
   mx::array jpvt = mx::astype(mx::add(perm, mx::array(1)), index_dtype);
