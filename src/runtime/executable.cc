@@ -146,17 +146,13 @@ bool row_major_layout(std::string_view mode, const ir::Type* t) {
 // reports row-major parameter layouts, and jax hands it its arguments in them.
 std::vector<std::string> find_other_layouts(const ir::Func& f) {
   std::vector<std::string> out;
-  auto check = [&](const std::vector<ir::DictAttr>& attrs,
-                   const std::vector<const ir::Type*>& types, const char* what) {
-    for (size_t i = 0; i < attrs.size() && i < types.size(); ++i) {
-      const ir::Attribute* a = attrs[i].find("mhlo.layout_mode");
-      const ir::StringAttr* mode = a ? a->as<ir::StringAttr>() : nullptr;
-      if (mode && !row_major_layout(mode->value, types[i]))
-        out.push_back(std::string(what) + " " + std::to_string(i) + ": layout " + mode->value +
-                      " (minor to major)");
-    }
-  };
-  check(f.result_attrs, f.result_types, "result");
+  for (size_t i = 0; i < f.result_attrs.size() && i < f.result_types.size(); ++i) {
+    const ir::Attribute* a = f.result_attrs[i].find("mhlo.layout_mode");
+    const ir::StringAttr* mode = a ? a->as<ir::StringAttr>() : nullptr;
+    if (mode && !row_major_layout(mode->value, f.result_types[i]))
+      out.push_back("result " + std::to_string(i) + ": layout " + mode->value +
+                    " (minor to major)");
+  }
   return out;
 }
 
