@@ -93,10 +93,10 @@ def parse_junit(xml_path: pathlib.Path):
     yield test_id, outcome, message
 
 
-def cause_of(message: str, test: str = "") -> str:
+def cause_of(message: str, file: str = "", test: str = "") -> str:
   """The cause of a failure: by its test ("file::id", TEST_CAUSES), else by its message."""
   for pattern, cause in TEST_CAUSES:
-    if test and re.search(pattern, test):
+    if file and re.search(pattern, f"{file}::{test}"):
       return cause
   for pattern, cause in CAUSES:
     if re.search(pattern, message, re.S):
@@ -152,7 +152,7 @@ def rerun_failures(args, jobs):
       for f in items:
         outcome, message = still.get(f["test"], ("failed", f["signature"]))
         if outcome == "failed":
-          failures.append(dict(f, cause=cause_of(message, f"{f['file']}::{f['test']}"),
+          failures.append(dict(f, cause=cause_of(message, f["file"], f["test"]),
                                signature=signature(message)))
         else:
           rows[name]["failed"] -= 1
@@ -201,7 +201,7 @@ def main() -> int:
           counts[outcome] += 1
           if outcome == "failed":
             failures.append({"file": name, "test": test_id,
-                             "cause": cause_of(message, f"{name}::{test_id}"),
+                             "cause": cause_of(message, name, test_id),
                              "signature": signature(message)})
       if problem:
         problems[name] = problem
@@ -238,7 +238,7 @@ def main() -> int:
     lines += [f"- `{name}`: {text.splitlines()[0] if text else ''}" for name, text in problems.items()]
   by_cause = collections.defaultdict(list)
   for f in failures:  # causes from today's patterns, also for failures carried over by --rerun
-    by_signature = cause_of(f["signature"], f"{f['file']}::{f['test']}")
+    by_signature = cause_of(f["signature"], f["file"], f["test"])
     by_cause[f["cause"] if by_signature == "unclassified" else by_signature].append(f)
   lines += ["", "## Failures by cause", ""]
   for cause, items in sorted(by_cause.items(), key=lambda kv: -len(kv[1])):
