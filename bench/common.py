@@ -200,6 +200,22 @@ def mlx_peak() -> int:
   return max(0, int(mx.get_peak_memory()) - _mlx_base)
 
 
+def warm_mlx_peak(prog, calls: int = 3) -> int:
+  """The largest MLX peak of `calls` more calls of `prog`, each measured from once the previous
+  call's memory is released (`mx.synchronize()`: on a GPU, MLX frees a batch of kernels'
+  temporaries when the GPU has run them, after the call returned). One call's peak depends on
+  how far the GPU got while the host issued the rest: on the H200 a native transformer step
+  peaked at 62 or 80 MiB from one step to the next (bench/README.md, thirty-third stop)."""
+  import mlx.core as mx
+  peak = 0
+  for _ in range(calls):
+    mx.synchronize()
+    mlx_peak_restart()
+    timed_call(prog)
+    peak = max(peak, mlx_peak())
+  return peak
+
+
 def rss_peak_reset() -> bool:
   """Resets the process's peak RSS (Linux: writing 5 to clear_refs resets VmHWM)."""
   try:
@@ -319,7 +335,7 @@ def markdown(report: dict) -> str:
   lines.append("")
   lines.append("Compile time (first call minus the steady-state median) and peak memory "
                "(ours, native mlx: MLX allocator peak of the first calls, build included, and "
-               "after the slash of one warmed call; jax cpu: peak RSS growth of the process):")
+               "after the slash the largest of three warmed calls; jax cpu: peak RSS growth of the process):")
   lines.append("")
   head2 = ["case"] + [f"{COLUMN_TITLES[c]} compile" for c in cols] + \
       [f"{COLUMN_TITLES[c]} peak mem" for c in cols]

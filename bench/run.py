@@ -97,7 +97,7 @@ def error_status(e: BaseException) -> str:
 def prepare_column(case: common.Case, col: str, device, reference) -> tuple[dict, object]:
   """Builds one column's program and makes its first calls: the check against jax cpu, the
   first call's time (compile), a warm-up, the peak memory of those calls and, for MLX columns,
-  that of one more call (warm_peak_bytes). Returns its record
+  the largest of three more calls' own peaks (warm_peak_bytes). Returns its record
   and the program (None when it failed: the failure is the record's status). Never raises."""
   gc.collect()
   uses_mlx = col in (OURS, OURS_COMPILED, MLX)
@@ -132,9 +132,7 @@ def prepare_column(case: common.Case, col: str, device, reference) -> tuple[dict
       # The first calls' peak holds the build (tracing, constants, MLX's kernel compiles); one
       # more call's own peak is what every later step needs.
       rec["peak_bytes"] = common.mlx_peak()
-      common.mlx_peak_restart()
-      common.timed_call(prog)
-      rec["warm_peak_bytes"] = common.mlx_peak()
+      rec["warm_peak_bytes"] = common.warm_mlx_peak(prog)
   except Exception as e:  # noqa: BLE001 - a failing column is reported, not fatal
     rec["status"] = error_status(e)
     log(f"    {rec['status']}")
