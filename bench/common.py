@@ -335,7 +335,8 @@ def markdown(report: dict) -> str:
   lines.append("")
   lines.append("Compile time (first call minus the steady-state median) and peak memory "
                "(ours, native mlx: MLX allocator peak of the first calls, build included, and "
-               "after the slash the largest of three warmed calls; jax cpu: peak RSS growth of the process):")
+               "after the slash the largest of three warmed calls; jax cpu: peak RSS growth of "
+               "the process):")
   lines.append("")
   head2 = ["case"] + [f"{COLUMN_TITLES[c]} compile" for c in cols] + \
       [f"{COLUMN_TITLES[c]} peak mem" for c in cols]

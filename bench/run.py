@@ -129,8 +129,8 @@ def prepare_column(case: common.Case, col: str, device, reference) -> tuple[dict
     common.timed_call(prog)  # warm-up
     rec["first_call_s"] = first_s
     if uses_mlx:
-      # The first calls' peak holds the build (tracing, constants, MLX's kernel compiles); one
-      # more call's own peak is what every later step needs.
+      # The first calls' peak holds the build (tracing, constants, MLX's kernel compiles); the
+      # later calls' own peaks are what every later step needs.
       rec["peak_bytes"] = common.mlx_peak()
       rec["warm_peak_bytes"] = common.warm_mlx_peak(prog)
   except Exception as e:  # noqa: BLE001 - a failing column is reported, not fatal
