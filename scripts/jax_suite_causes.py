@@ -30,7 +30,8 @@ CAUSES: list[tuple[str, str]] = [
     (r"perturb_singular=True is not supported",
      "tridiagonal_solve(perturb_singular=True), eigh_tridiagonal's eigenvectors by inverse "
      "iteration: jax has kernels for CPU and GPU only (jaxlib's tridiagonal_solve_perturbed) and "
-     "refuses the flag elsewhere, TPU included; not implemented here"),
+     "refuses the flag elsewhere; our rule (linalg_rules.py) is registered only for a jax that "
+     "has lax.linalg._tridiagonal_solve_jax, so this refusal means one without it"),
     (r"^collection failure$",
      "the test module does not import: it needs jax._src.hypothesis_test_util, which the "
      "installed jax wheel does not ship"),
