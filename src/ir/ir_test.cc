@@ -142,6 +142,18 @@ TEST(Verifier, UseBeforeDefinition) {
       << st.message();
 }
 
+TEST(Verifier, OperandTypedOtherwiseThanItsDefinition) {
+  // Rules read an operand's type at its use; the interpreter hands them what the definition
+  // made. A program where the two differ is refused before any rule runs.
+  Module m = add_module();
+  m.funcs[0].body.blocks[0].ops[0].operands[1].type = m.types().tensor(ElementType::kF32, {2, 2});
+  Status st = verify(m);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("uses %0 as tensor<2x2xf32>, defined as tensor<4xf32>"),
+            std::string::npos)
+      << st.message();
+}
+
 TEST(Verifier, TerminatorAndReturnTypes) {
   Module m = add_module();
   m.funcs[0].body.blocks[0].ops.pop_back();

@@ -58,6 +58,11 @@ class Verifier {
       if (v.id >= defined_.size() || !defined_[v.id])
         return fail(o, "uses %" + std::to_string(v.id) + " before its definition");
       if (!v.type) return fail(o, "operand without a type");
+      // Lowering rules read an operand's type at its use, the interpreter hands them the value
+      // its definition made: the two must agree.
+      if (v.type != types_[v.id] && !(*v.type == *types_[v.id]))
+        return fail(o, "uses %" + std::to_string(v.id) + " as " + type_to_string(*v.type) +
+                           ", defined as " + type_to_string(*types_[v.id]));
     }
     for (const Region& r : o.regions) RETURN_IF_ERROR(region(r, false));
     for (const Value& v : o.results) RETURN_IF_ERROR(define(v, &o));
@@ -87,6 +92,7 @@ class Verifier {
                : fail_func("block argument redefines %" + std::to_string(v.id));
     defined_[v.id] = true;
     ever_[v.id] = true;
+    types_[v.id] = v.type;
     scope_.push_back(v.id);
     return Status();
   }
@@ -101,6 +107,7 @@ class Verifier {
   const Func& func_;
   std::vector<bool> defined_;
   std::vector<bool> ever_ = std::vector<bool>(defined_.size(), false);
+  std::vector<const Type*> types_ = std::vector<const Type*>(defined_.size(), nullptr);
   std::vector<uint32_t> scope_;
 };
 

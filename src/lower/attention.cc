@@ -60,14 +60,6 @@ bool mlx_fuses(const mx::array& q, const mx::array& v, bool masked) {
   return !masked && d == v.shape(3) && (d == 64 || d == 96 || d == 128) && q.shape(2) < 4;
 }
 
-bool is_permutation_of_rank(const std::vector<int64_t>& dims, int64_t rank) {
-  std::vector<int64_t> sorted = dims;
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 0; i < sorted.size(); ++i)
-    if (sorted[i] != static_cast<int64_t>(i)) return false;
-  return static_cast<int64_t>(dims.size()) == rank;
-}
-
 StatusOr<Values> lower_attention(LowerContext& ctx, const ir::Op& op, const Values& in) {
   const bool has_mask = op.get_bool("has_mask"), has_bias = op.get_bool("has_bias");
   const auto* scale_attr = op.attr<ir::FloatAttr>("scale");
@@ -79,8 +71,8 @@ StatusOr<Values> lower_attention(LowerContext& ctx, const ir::Op& op, const Valu
                              vd = op.get_i64s("v_dims");
   const int64_t batch = op.get_i64("batch"), q_free = op.get_i64("q_free");
   if (!is_static(qt) || !is_static(kt) || !is_static(vt) || !is_static(ot) ||
-      !is_permutation_of_rank(qd, qt.rank()) || !is_permutation_of_rank(kd, kt.rank()) ||
-      !is_permutation_of_rank(vd, vt.rank()) || batch < 0 || q_free < 0 ||
+      !is_permutation(qd, qt.rank()) || !is_permutation(kd, kt.rank()) ||
+      !is_permutation(vd, vt.rank()) || batch < 0 || q_free < 0 ||
       kt.rank() != batch + 2 || qt.rank() != batch + q_free + 1 || vt.rank() < batch + 1)
     return ctx.malformed(op, "attention operand dims");
   if (qt.dtype != ir::ElementType::kF32 || kt.dtype != ir::ElementType::kF32 ||

@@ -570,6 +570,20 @@ StatusOr<Values> lower_convolution(LowerContext& ctx, const ir::Op& op, const Va
   const bool pred_out = rt.dtype == ir::ElementType::kPred;
   if (pred_out && (lt.dtype != ir::ElementType::kPred || kt.dtype != ir::ElementType::kPred))
     return ctx.unsupported(op, "boolean result from non-boolean operands");
+  // Each operand's and the result's dims, named once each: the layouts permute them.
+  auto layout = [](int64_t first, const std::vector<int64_t>& mid, int64_t last) {
+    std::vector<int64_t> dims{first};
+    dims.insert(dims.end(), mid.begin(), mid.end());
+    dims.push_back(last);
+    return dims;
+  };
+  if (!is_permutation(layout(dn->input_batch_dimension, dn->input_spatial_dimensions,
+                             dn->input_feature_dimension), lt.rank()) ||
+      !is_permutation(layout(dn->kernel_output_feature_dimension, dn->kernel_spatial_dimensions,
+                             dn->kernel_input_feature_dimension), kt.rank()) ||
+      !is_permutation(layout(dn->output_batch_dimension, dn->output_spatial_dimensions,
+                             dn->output_feature_dimension), rt.rank()))
+    return ctx.malformed(op, "dimension_numbers do not name each dim of the operands once");
   ASSIGN_OR_RETURN(ConvSpec s, read_spec(ctx, op, *dn));
   auto out_dt = storage_dtype(rt.dtype);
   if (!out_dt) return ctx.unsupported(op, "result type " + type_to_string(rt));

@@ -132,6 +132,37 @@ mx::array swapped_matrix(const mx::array& x, const std::vector<int64_t>& batch,
   return mx::swapaxes(reshape_view(x, as_laid), -1, -2);
 }
 
+// The dimension numbers of a dot_general fit its operands: each side's batching and contracting
+// dims are distinct dims of that operand, paired dims have one size, and the result has the
+// batch, lhs free and rhs free dims in that order (spec: dot_general's constraints).
+bool dot_dims_fit(const ir::Type& lt, const ir::Type& rt, const ir::Type& ot,
+                  const ir::DotDims& dd) {
+  auto side = [](const ir::Type& t, const std::vector<int64_t>& batch,
+                 const std::vector<int64_t>& contract) {
+    std::vector<bool> used(t.rank(), false);
+    for (const auto* dims : {&batch, &contract})
+      for (int64_t d : *dims) {
+        if (d < 0 || d >= t.rank() || used[d]) return false;
+        used[d] = true;
+      }
+    return true;
+  };
+  if (!side(lt, dd.lhs_batching_dimensions, dd.lhs_contracting_dimensions) ||
+      !side(rt, dd.rhs_batching_dimensions, dd.rhs_contracting_dimensions) ||
+      dd.lhs_batching_dimensions.size() != dd.rhs_batching_dimensions.size() ||
+      dd.lhs_contracting_dimensions.size() != dd.rhs_contracting_dimensions.size())
+    return false;
+  for (size_t i = 0; i < dd.lhs_batching_dimensions.size(); ++i)
+    if (lt.dims[dd.lhs_batching_dimensions[i]] != rt.dims[dd.rhs_batching_dimensions[i]])
+      return false;
+  for (size_t i = 0; i < dd.lhs_contracting_dimensions.size(); ++i)
+    if (lt.dims[dd.lhs_contracting_dimensions[i]] != rt.dims[dd.rhs_contracting_dimensions[i]])
+      return false;
+  const size_t free = lt.rank() + rt.rank() - 2 * dd.lhs_contracting_dimensions.size() -
+                      dd.lhs_batching_dimensions.size();
+  return static_cast<size_t>(ot.rank()) == free;
+}
+
 // spec: dot_general — result dims are batch dims, then lhs free dims, then rhs free dims.
 StatusOr<Values> dot_general(LowerContext& ctx, const ir::Op& op, const Values& in,
                              const ir::DotDims& dd) {
@@ -141,6 +172,8 @@ StatusOr<Values> dot_general(LowerContext& ctx, const ir::Op& op, const Values& 
   if (!is_static(lt) || !is_static(rt) || !is_static(ot))
     return ctx.unsupported(op, "dynamic shapes");
   RETURN_IF_ERROR(require_native(ctx, op));
+  if (!dot_dims_fit(lt, rt, ot, dd))
+    return ctx.malformed(op, "dot_dimension_numbers do not fit the operands and the result");
   auto free_dims = [](const ir::Type& t, const std::vector<int64_t>& a,
                       const std::vector<int64_t>& b) {
     std::vector<int> f;

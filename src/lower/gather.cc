@@ -80,9 +80,11 @@ StatusOr<Values> gather_with_sizes(LowerContext& ctx, const ir::Op& op, const Va
     return ctx.unsupported(op, "dynamic shapes");
   const int64_t rank = t.rank();
   const int64_t ivd = dn->index_vector_dim;
+  if (ivd < 0 || ivd > it.rank())
+    return ctx.malformed(op, "index_vector_dim is not a dim of the indices (or one past them)");
   const int64_t n_vec = ivd < it.rank() ? it.dims[ivd] : 1;
   const auto& bdims = dn->operand_batching_dims;
-  if (static_cast<int64_t>(slice_sizes.size()) != rank || ivd < 0 || ivd > it.rank() ||
+  if (static_cast<int64_t>(slice_sizes.size()) != rank ||
       n_vec != static_cast<int64_t>(dn->start_index_map.size()) ||
       bdims.size() != dn->start_indices_batching_dims.size() ||
       !valid_dims(dn->start_index_map, rank) || !valid_dims(dn->collapsed_slice_dims, rank) ||

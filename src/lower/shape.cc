@@ -165,15 +165,22 @@ StatusOr<Values> lower_broadcast(LowerContext& ctx, const ir::Op& op, const Valu
 StatusOr<Values> lower_reshape(LowerContext& ctx, const ir::Op& op, const Values& in) {
   const ir::Type& t = result_type(op);
   if (!is_static(t)) return ctx.unsupported(op, "dynamic result shape");
+  const mx::Shape shape = storage_shape(t);
+  size_t count = 1;
+  for (int n : shape) count *= static_cast<size_t>(n);
+  if (count != in[0].size())
+    return ctx.malformed(op, "the result holds another number of elements than the operand");
   std::vector<int> dims(in[0].ndim());
   std::iota(dims.begin(), dims.end(), 0);
-  return Values{permuted_view(in[0], dims, storage_shape(t))};
+  return Values{permuted_view(in[0], dims, shape)};
 }
 
 StatusOr<Values> lower_transpose(LowerContext& ctx, const ir::Op& op, const Values& in) {
   const ir::Type& t = result_type(op);
-  std::vector<int> perm = to_ints(op.get_i64s("permutation"));
-  if (static_cast<int64_t>(perm.size()) != t.rank()) return ctx.malformed(op, "bad permutation");
+  const std::vector<int64_t> dims = op.get_i64s("permutation");
+  if (operand_type(op, 0).rank() != t.rank() || !is_permutation(dims, t.rank()))
+    return ctx.malformed(op, "permutation is not one of the operand's and the result's dims");
+  std::vector<int> perm = to_ints(dims);
   if (trailing_rank(t)) perm.push_back(static_cast<int>(perm.size()));
   return Values{permuted_view(in[0], perm, storage_shape(t))};
 }

@@ -153,8 +153,19 @@ StatusOr<Values> lower_pad(LowerContext& ctx, const ir::Op& op, const Values& in
   const size_t r = static_cast<size_t>(t.rank());
   if (!is_static(t) || !is_static(rt)) return ctx.unsupported(op, "dynamic shapes");
   if (interior.empty()) interior.assign(r, 0);
-  if (lo.size() != r || hi.size() != r || interior.size() != r)
+  if (lo.size() != r || hi.size() != r || interior.size() != r || rt.rank() != t.rank())
     return ctx.malformed(op, "padding attributes do not match the operand rank");
+  for (size_t d = 0; d < r; ++d) {
+    // lo + dilated + hi in 64 bits: each must fit, and the sum is the result's dim.
+    int64_t dilated = 0, out = 0;
+    if (interior[d] < 0 ||
+        __builtin_mul_overflow(t.dims[d] > 0 ? t.dims[d] - 1 : 0, interior[d], &dilated) ||
+        __builtin_add_overflow(dilated, t.dims[d], &dilated) ||
+        __builtin_add_overflow(dilated, lo[d], &out) || __builtin_add_overflow(out, hi[d], &out) ||
+        out != rt.dims[d])
+      return ctx.malformed(op, "the padding of dim " + std::to_string(d) +
+                                   " does not give the result's size");
+  }
   mx::array x = in[0];
   const mx::array& pad_value = in[1];
   // 1. Dilate: scatter the operand with stride interior+1 into a pad-filled array.

@@ -50,6 +50,16 @@ inline void extend_trailing(const ir::Type& t, mx::Shape* start, mx::Shape* stop
   }
 }
 
+// Whether `dims` holds each of 0 .. rank-1 once (a transpose's permutation, a layout).
+inline bool is_permutation(const std::vector<int64_t>& dims, int64_t rank) {
+  if (static_cast<int64_t>(dims.size()) != rank) return false;
+  std::vector<int64_t> sorted = dims;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i)
+    if (sorted[i] != static_cast<int64_t>(i)) return false;
+  return true;
+}
+
 inline bool is_identity(const std::vector<int>& perm) {
   for (size_t i = 0; i < perm.size(); ++i)
     if (perm[i] != static_cast<int>(i)) return false;

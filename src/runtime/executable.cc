@@ -30,6 +30,7 @@
 #include "base/fault_injection.h"
 #include "ir/json.h"
 #include "ir/printer.h"
+#include "ir/verifier.h"
 #include "lower/dtypes.h"
 #include "lower/host_callback.h"
 #include "lower/interpreter.h"
@@ -996,6 +997,10 @@ StatusOr<Values> ExecutableImpl::run_eager(const Values& args, bool evaluate) {
 StatusOr<std::shared_ptr<Executable>> Executable::compile(std::shared_ptr<DeviceWorker> worker,
                                                           ir::Module module) {
   if (!worker) return invalid_argument("Executable::compile needs a device worker");
+  // The reader checks the bytecode; this, that the program it holds is well formed (every value
+  // defined once before its uses, used as the type it was defined with, op arities): the passes
+  // and lowering rules rely on it.
+  RETURN_IF_ERROR(ir::verify(module));
   auto exe = std::make_shared<ExecutableImpl>(std::move(worker), std::move(module));
   RETURN_IF_ERROR(exe->init());
   return std::shared_ptr<Executable>(std::move(exe));
