@@ -1,0 +1,63 @@
+"""Malformed programs past the reader end in an error, never a crash.
+
+jaxlib verifies what it sends, but PJRT_Client_Compile takes bytes from anyone: a program whose
+bytecode reads may still use a value before defining it, as another type than it was defined
+with, or carry attributes that make no sense for its operands. The reader's fuzzers (fuzz/) stop
+at reading; here fuzz/mutate_compile.cc (build/tools/jaxmlx-mutate-compile) changes real jax
+programs (tests/reader/programs.py) in random places, compiles each as PJRT_Client_Compile does
+and runs those that compile. The tool's process must live to print its summary: a crash, an
+abort or a hang in the verifier, the passes, a lowering rule or MLX fails the test, and its last
+lines name the case (`--seed S --only-iteration I FILE` reproduces it).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _tool() -> pathlib.Path:
+  env = os.environ.get("JAXMLX_MUTATE_TOOL")
+  return pathlib.Path(env) if env else REPO / "build" / "tools" / "jaxmlx-mutate-compile"
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory) -> pathlib.Path:
+  """Every program of tests/reader/programs.py as a portable artifact of one StableHLO version."""
+  out = tmp_path_factory.mktemp("programs")
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  subprocess.run([sys.executable, str(REPO / "tests" / "reader" / "programs.py"), str(out),
+                  "--targets", "1.0.0"], check=True, env=env, capture_output=True, timeout=600)
+  files = list(out.glob("*.mlirbc"))
+  assert len(files) > 100, f"programs.py wrote {len(files)} artifacts"
+  return out
+
+
+def test_changed_programs_are_refused_or_run_never_crash(programs):
+  # Eight change sets per program (~2,500 cases, seconds); the tool takes more iterations and
+  # other seeds for a longer search.
+  seed = 1
+  tool = _tool()
+  assert tool.exists(), f"{tool} is not built (make build)"
+  env = dict(os.environ, JAXMLX_MEMORY_LIMIT="2GiB")  # a changed dim may ask for terabytes
+  proc = subprocess.run([str(tool), "--iterations", "8", "--seed", str(seed), str(programs)],
+                        capture_output=True, text=True, timeout=1200, env=env)
+  tail = "\n".join(proc.stderr.splitlines()[-6:])
+  assert proc.returncode == 0, f"exit {proc.returncode}; the last cases:\n{tail}"
+  summary = re.search(r"(\d+) cases: (\d+) refused at compile time, (\d+) compiled, (\d+) run",
+                      proc.stdout)
+  assert summary, proc.stdout
+  cases, refused, compiled, ran = map(int, summary.groups())
+  # The changes must reach every stage: some programs refused, some compiled and run.
+  assert cases > 1000 and refused > 0 and compiled > 0 and ran > 0, proc.stdout
+  # Every refusal is a Status with a code, as PJRT returns it.
+  refusals = [ln for ln in proc.stderr.splitlines() if ln.startswith("  refused: ")]
+  assert len(refusals) == refused
+  assert all(re.match(r"  refused: [A-Z_]+: ", ln) for ln in refusals), refusals[:3]
