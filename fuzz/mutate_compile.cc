@@ -1,16 +1,22 @@
-// jaxmlx-mutate-compile (build/tools) [--iterations N] [--seed S] [--no-run] [--quiet] FILE_OR_DIR...
+// jaxmlx-mutate-compile (build/tools) [--iterations N] [--seed S] [--only-iteration I] [--no-run]
+//                       [--each-func [--only-func NAME]] [--quiet] FILE_OR_DIR...
 //
 // Malformed programs past the reader: each StableHLO portable artifact given is read, and then
 // for each iteration read again, changed in one to three random places (an attribute's value, a
-// result's type, an operand, the order of two ops) and compiled the way PJRT_Client_Compile
-// compiles it (verifier, passes, lowering check, trial run); a program that compiles is then run
-// once on zero-filled inputs (unless it has a loop, which may now run for as long as a changed
-// bound says). Every outcome must be a Status, a value or an error: a crash, an
-// abort or a hang is a bug (the reader's own fuzzers, fuzz/, stop at reading). The mutations are
-// deterministic in (seed, file name, iteration), and the line printed before each case names
-// them, so that the last line before a crash is its reproducer:
+// result's type, an operand or their number, the order of two ops) and compiled the way
+// PJRT_Client_Compile compiles it (verifier, passes, lowering check, trial run); a program that
+// compiles is then run once on zero-filled inputs (unless it has a loop, which may now run for as
+// long as a changed bound says). Every outcome must be a Status: a crash, an abort or a hang is a
+// bug (the reader's own fuzzers, fuzz/, stop at reading). The changes are deterministic in (seed,
+// file name, iteration), and the line printed before each case names them, so that the last line
+// before a crash is its reproducer:
 //   jaxmlx-mutate-compile --seed S --only-iteration I FILE
+// --each-func compiles each public func of a file as the program in turn, first as it is
+// (iteration -1) and then changed: StableHLO's own test files (../shared/testdata/vhlo) hold
+// every op's forms, one per func.
 // Exit status: 0 when every case ended in a Status, 2 on a usage error.
+#include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -34,11 +40,37 @@ using namespace jaxmlx;
 
 constexpr char kUsage[] =
     "usage: jaxmlx-mutate-compile [--iterations N] [--seed S] [--only-iteration I] [--no-run]\n"
-    "                             [--quiet] FILE_OR_DIR...\n";
+    "                             [--each-func [--only-func NAME]] [--quiet] FILE_OR_DIR...\n";
 
 // Inputs larger than this are not made (a mutated dim may ask for terabytes): the case stops
 // after compiling.
 constexpr size_t kMaxInputBytes = size_t{64} << 20;
+
+// @main and the funcs it calls, directly or not: what a compile reads.
+std::vector<std::string> reachable_funcs(const ir::Module& m) {
+  std::vector<std::string> todo{"main"}, seen;
+  while (!todo.empty()) {
+    std::string name = todo.back();
+    todo.pop_back();
+    const ir::Func* f = m.find_func(name);
+    if (f == nullptr || std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+    seen.push_back(name);
+    ir::walk(f->body, [&](const ir::Op& o) {
+      for (const ir::NamedAttribute& a : o.attrs)
+        if (const auto* callee = a.value.as<ir::SymbolRefAttr>()) todo.push_back(callee->name);
+    });
+  }
+  return seen;
+}
+
+// Whether @main, or a func it calls, has a while loop.
+bool has_loop(const ir::Module& m) {
+  bool loops = false;
+  for (const std::string& name : reachable_funcs(m))
+    ir::walk(m.find_func(name)->body,
+             [&](const ir::Op& o) { loops |= o.kind == ir::OpKind::kWhile; });
+  return loops;
+}
 
 class Mutator {
  public:
@@ -48,23 +80,29 @@ class Mutator {
   std::string mutate_once() {
     std::vector<ir::Op*> ops;
     std::vector<ir::Func*> owners;
-    for (ir::Func& f : m_.funcs) collect(f.body, &f, ops, owners);
+    const std::vector<std::string> reachable = reachable_funcs(m_);
+    for (ir::Func& f : m_.funcs)
+      if (std::find(reachable.begin(), reachable.end(), f.name) != reachable.end())
+        collect(f.body, &f, ops, owners);
     if (ops.empty()) return "";
     size_t k = pick(ops.size());
     ir::Op& op = *ops[k];
     ir::Func& func = *owners[k];
-    switch (pick(6)) {
+    switch (pick(7)) {
       case 0:
       case 1: return mutate_attr(op);
       case 2: return mutate_result_type(op, func, /*everywhere=*/false);
       case 3: return mutate_result_type(op, func, /*everywhere=*/true);
       case 4: return replace_operand(op, func);
+      case 5: return change_operand_count(op, func);
       default: return swap_ops(func);
     }
   }
 
  private:
-  size_t pick(size_t n) { return n == 0 ? 0 : std::uniform_int_distribution<size_t>(0, n - 1)(rng_); }
+  size_t pick(size_t n) {
+    return n == 0 ? 0 : std::uniform_int_distribution<size_t>(0, n - 1)(rng_);
+  }
 
   static void collect(ir::Region& r, ir::Func* f, std::vector<ir::Op*>& ops,
                       std::vector<ir::Func*>& owners) {
@@ -161,6 +199,13 @@ class Mutator {
       return "conv field " + std::to_string(i) + " " + mutate_ints(*vecs[i - std::size(ints)]);
     }
     if (auto* x = std::get_if<ir::DenseElementsAttr>(&a.value)) {
+      if (x->type != nullptr && pick(2)) {
+        // Another shape or element type over the same bytes (more elements than the data holds).
+        const ir::Type* t = odd_type(*x->type);
+        if (t == nullptr) return "";
+        x->type = t;
+        return "dense typed " + ir::type_to_string(*t);
+      }
       if (x->type == nullptr || !ir::is_integer(x->type->dtype) || x->data.empty()) return "";
       const int bytes = ir::element_storage_bytes(x->type->dtype);
       if (bytes <= 0 || x->data.size() % bytes != 0) return "";
@@ -271,6 +316,19 @@ class Mutator {
            std::to_string(op.operands[i].id);
   }
 
+  // One operand fewer, or one more (a copy of another): what an op of a variable number of
+  // operands (a call, a return, a concatenate, a reduce, a custom call) must check itself.
+  std::string change_operand_count(ir::Op& op, ir::Func& func) {
+    if (op.operands.empty()) return "";
+    (void)func;
+    if (pick(2)) {
+      op.operands.pop_back();
+      return std::string(op.name()) + " lost its last operand";
+    }
+    op.operands.push_back(op.operands[pick(op.operands.size())]);
+    return std::string(op.name()) + " got one more operand";
+  }
+
   std::string swap_ops(ir::Func& func) {
     std::vector<ir::Block*> blocks;
     std::function<void(ir::Region&)> gather = [&](ir::Region& r) {
@@ -338,8 +396,9 @@ Status run_once(runtime::Executable& exe, std::shared_ptr<runtime::DeviceWorker>
 int main(int argc, char** argv) {
   int iterations = 100;
   uint64_t seed = 1;
-  long only = -1;
-  bool run = true, quiet = false;
+  long only = LONG_MIN;  // every iteration
+  std::string only_func;
+  bool run = true, quiet = false, each_func = false;
   std::vector<std::filesystem::path> files;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -348,6 +407,8 @@ int main(int argc, char** argv) {
     else if (a == "--seed" && i + 1 < argc) seed = std::stoull(next());
     else if (a == "--only-iteration" && i + 1 < argc) only = std::stol(next());
     else if (a == "--no-run") run = false;
+    else if (a == "--each-func") each_func = true;
+    else if (a == "--only-func" && i + 1 < argc) only_func = next();
     else if (a == "--quiet") quiet = true;
     else if (!a.empty() && a[0] != '-') {
       std::filesystem::path p(a);
@@ -371,43 +432,63 @@ int main(int argc, char** argv) {
   size_t compiled = 0, ran = 0, refused = 0, cases = 0;
   for (const auto& path : files) {
     auto bytes = read_file(path);
-    if (!bytes || !vhlo::read_portable_artifact(bytes).ok()) continue;  // a seed must read
+    auto seed_module = bytes ? vhlo::read_portable_artifact(bytes) : StatusOr<ir::Module>(
+                                                                          not_found("unreadable"));
+    if (!seed_module.ok()) continue;  // a seed must read
+    // The funcs compiled as the program: @main, or with --each-func every public func in turn
+    // (StableHLO's own test files hold one op's forms per func).
+    std::vector<std::string> entries;
+    for (const ir::Func& f : seed_module->funcs)
+      if (each_func ? f.visibility == ir::Visibility::kPublic && !f.body.empty() &&
+                          (only_func.empty() || f.name == only_func)
+                    : f.name == "main")
+        entries.push_back(f.name);
     const uint64_t file_seed = std::hash<std::string>{}(path.filename().string());
-    for (long it = 0; it < iterations; ++it) {
-      if (only >= 0 && it != only) continue;
-      auto module = vhlo::read_portable_artifact(bytes);
-      Mutator mutator(*module, seed * 0x9E3779B97F4A7C15ull ^ file_seed ^ static_cast<uint64_t>(it));
-      std::string what;
-      const int changes = 1 + static_cast<int>((static_cast<uint64_t>(it) * 7 + seed) % 3);
-      for (int c = 0; c < changes; ++c) {
-        std::string w = mutator.mutate_once();
-        if (!w.empty()) what += (what.empty() ? "" : "; ") + w;
+    for (size_t e = 0; e < entries.size(); ++e) {
+      // With --each-func the func is compiled once as it is too (iteration -1).
+      for (long it = each_func ? -1 : 0; it < iterations; ++it) {
+        if (only != LONG_MIN && it != only) continue;
+        auto module = vhlo::read_portable_artifact(bytes);
+        if (each_func) {
+          for (ir::Func& f : module->funcs)
+            if (f.name == "main") f.name = "main_";
+          module->find_func(entries[e])->name = "main";
+        }
+        const uint64_t case_seed = seed * 0x9E3779B97F4A7C15ull ^ file_seed ^
+                                   static_cast<uint64_t>(it) ^ (static_cast<uint64_t>(e) << 32);
+        Mutator mutator(*module, case_seed);
+        std::string what = it < 0 ? "unchanged" : "";
+        const int changes = it < 0 ? 0 : 1 + static_cast<int>((it * 7 + seed) % 3);
+        for (int c = 0; c < changes; ++c) {
+          std::string w = mutator.mutate_once();
+          if (!w.empty()) what += (what.empty() ? "" : "; ") + w;
+        }
+        if (what.empty()) continue;
+        ++cases;
+        if (!quiet) {
+          std::fprintf(stderr, "case %s%s --seed %llu --only-iteration %ld: %s\n",
+                       path.filename().c_str(),
+                       each_func ? (" --each-func --only-func " + entries[e]).c_str() : "",
+                       static_cast<unsigned long long>(seed), it, what.c_str());
+          std::fflush(stderr);
+        }
+        // A loop whose bound a change made huge runs as long as the program says: those are
+        // compiled, not run.
+        const bool loops = has_loop(*module);
+        StatusOr<std::shared_ptr<runtime::Executable>> exe =
+            runtime::Executable::compile(worker, std::move(*module));
+        if (!exe.ok()) {
+          ++refused;
+          if (!quiet)
+            std::fprintf(stderr, "  refused: %.200s\n", exe.status().to_string().c_str());
+          continue;
+        }
+        ++compiled;
+        if (!run || loops) continue;
+        Status r = run_once(**exe, worker);
+        ++ran;
+        if (!quiet) std::fprintf(stderr, "  ran: %.200s\n", r.ok() ? "ok" : r.to_string().c_str());
       }
-      if (what.empty()) continue;
-      ++cases;
-      if (!quiet) {
-        std::fprintf(stderr, "case %s --seed %llu --only-iteration %ld: %s\n",
-                     path.filename().c_str(), static_cast<unsigned long long>(seed), it,
-                     what.c_str());
-        std::fflush(stderr);
-      }
-      // A loop whose bound a change made huge runs as long as the program says: those are
-      // compiled, not run.
-      bool loops = false;
-      for (const ir::Func& f : module->funcs)
-        ir::walk(f.body, [&](const ir::Op& o) { loops |= o.kind == ir::OpKind::kWhile; });
-      StatusOr<std::shared_ptr<runtime::Executable>> exe =
-          runtime::Executable::compile(worker, std::move(*module));
-      if (!exe.ok()) {
-        ++refused;
-        if (!quiet) std::fprintf(stderr, "  refused: %.200s\n", exe.status().to_string().c_str());
-        continue;
-      }
-      ++compiled;
-      if (!run || loops) continue;
-      Status r = run_once(**exe, worker);
-      ++ran;
-      if (!quiet) std::fprintf(stderr, "  ran: %.200s\n", r.ok() ? "ok" : r.to_string().c_str());
     }
   }
   std::printf("%zu cases: %zu refused at compile time, %zu compiled, %zu run\n", cases, refused,

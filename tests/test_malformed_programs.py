@@ -61,3 +61,28 @@ def test_changed_programs_are_refused_or_run_never_crash(programs):
   refusals = [ln for ln in proc.stderr.splitlines() if ln.startswith("  refused: ")]
   assert len(refusals) == refused
   assert all(re.match(r"  refused: [A-Z_]+: ", ln) for ln in refusals), refusals[:3]
+
+
+# StableHLO's own test module, one func per op form (../shared/testdata beside the checkout, or
+# $JAXMLX_TESTDATA): every public func compiled as the program, as it is and changed.
+TESTDATA = pathlib.Path(os.environ.get("JAXMLX_TESTDATA", REPO.parent / "shared" / "testdata"))
+
+
+def test_every_stablehlo_op_form_as_it_is_and_changed_is_refused_or_runs():
+  def version(path):  # stablehlo_legalize_to_vhlo.1_20_0.mlir.bc -> (1, 20, 0)
+    return tuple(int(n) for n in path.name.split(".")[1].split("_"))
+  files = sorted((TESTDATA / "vhlo").glob("stablehlo_legalize_to_vhlo.*.mlir.bc"), key=version)
+  if not files:
+    pytest.skip(f"no StableHLO test modules under {TESTDATA / 'vhlo'}")
+  tool = _tool()
+  assert tool.exists(), f"{tool} is not built (make build)"
+  env = dict(os.environ, JAXMLX_MEMORY_LIMIT="2GiB")
+  proc = subprocess.run([str(tool), "--each-func", "--iterations", "3", "--seed", "1",
+                         str(files[-1])], capture_output=True, text=True, timeout=1200, env=env)
+  tail = "\n".join(proc.stderr.splitlines()[-6:])
+  assert proc.returncode == 0, f"exit {proc.returncode}; the last cases:\n{tail}"
+  summary = re.search(r"(\d+) cases: (\d+) refused at compile time, (\d+) compiled, (\d+) run",
+                      proc.stdout)
+  assert summary, proc.stdout
+  cases, refused, compiled, ran = map(int, summary.groups())
+  assert cases > 500 and refused > 0 and compiled > 100 and ran > 100, proc.stdout
