@@ -439,12 +439,12 @@ int main(int argc, char** argv) {
     // (StableHLO's own test files hold one op's forms per func).
     std::vector<std::string> entries;
     for (const ir::Func& f : seed_module->funcs)
-      if (each_func ? f.visibility == ir::Visibility::kPublic && !f.body.empty() &&
-                          (only_func.empty() || f.name == only_func)
+      if (each_func ? f.visibility == ir::Visibility::kPublic && !f.body.empty()
                     : f.name == "main")
         entries.push_back(f.name);
     const uint64_t file_seed = std::hash<std::string>{}(path.filename().string());
     for (size_t e = 0; e < entries.size(); ++e) {
+      if (!only_func.empty() && entries[e] != only_func) continue;  // same seeds as in a full run
       // With --each-func the func is compiled once as it is too (iteration -1).
       for (long it = each_func ? -1 : 0; it < iterations; ++it) {
         if (only != LONG_MIN && it != only) continue;

@@ -166,7 +166,8 @@ StatusOr<Values> lower_dynamic_gather(LowerContext& ctx, const ir::Op& op, const
     if (contains(dn->collapsed_slice_dims, d) || contains(dn->operand_batching_dims, d)) {
       sizes.push_back(1);
     } else {
-      if (j >= dn->offset_dims.size() || dn->offset_dims[j] >= rt.rank())
+      if (j >= dn->offset_dims.size() || dn->offset_dims[j] < 0 ||
+          dn->offset_dims[j] >= rt.rank())
         return ctx.malformed(op, "offset_dims do not match the operand rank");
       sizes.push_back(rt.dims[dn->offset_dims[j++]]);
     }
