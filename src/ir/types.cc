@@ -145,8 +145,7 @@ int64_t Type::num_elements() const {
   if (!is_tensor || !ranked) return -1;
   int64_t n = 1;
   for (int64_t d : dims) {
-    if (d == kDynamic || d < 0) return -1;
-    n *= d;
+    if (d == kDynamic || d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
   }
   return n;
 }

@@ -75,7 +75,8 @@ struct Type {
 
   bool has_dynamic_dims() const;
   int64_t rank() const { return static_cast<int64_t>(dims.size()); }
-  // Product of dims; -1 if any is dynamic or the type is not a ranked tensor.
+  // Product of dims; -1 if any is dynamic, the product overflows int64 or the type is not a
+  // ranked tensor.
   int64_t num_elements() const;
   bool is_token() const { return dtype == ElementType::kToken; }
   bool is_tuple() const { return dtype == ElementType::kTuple; }

@@ -7,6 +7,9 @@
 namespace jaxmlx::ir {
 namespace {
 
+// The most elements a dense attribute other than a constant's value may have.
+constexpr int64_t kMaxAttributeElements = int64_t{1} << 20;
+
 class Verifier {
  public:
   explicit Verifier(const Func& f) : func_(f), defined_(f.num_values, false) {}
@@ -54,6 +57,7 @@ class Verifier {
 
   Status op(const Op& o) {
     RETURN_IF_ERROR(counts(o));
+    for (const NamedAttribute& a : o.attrs) RETURN_IF_ERROR(attribute(o, a.name, a.value));
     for (const Value& v : o.operands) {
       if (v.id >= defined_.size() || !defined_[v.id])
         return fail(o, "uses %" + std::to_string(v.id) + " before its definition");
@@ -79,6 +83,29 @@ class Verifier {
     RETURN_IF_ERROR(check(op_kind_num_operands(o.kind), o.operands.size(), "operands"));
     RETURN_IF_ERROR(check(op_kind_num_results(o.kind), o.results.size(), "results"));
     return check(op_kind_num_regions(o.kind), o.regions.size(), "regions");
+  }
+
+  // Dense elements hold the data their type says (one element for a splat). Only a constant's
+  // value may be large: other attributes (paddings, dims, groups) are read into vectors of
+  // their elements, and a splat typed with 2^40 of them would ask for terabytes.
+  Status attribute(const Op& o, const std::string& name, const Attribute& a) {
+    if (const auto* arr = a.as<ArrayAttr>()) {
+      for (const Attribute& item : arr->items) RETURN_IF_ERROR(attribute(o, name, item));
+    } else if (const auto* dict = a.as<DictAttr>()) {
+      for (const NamedAttribute& e : dict->entries) RETURN_IF_ERROR(attribute(o, name, e.value));
+    } else if (const auto* d = a.as<DenseElementsAttr>()) {
+      const int64_t n = d->type ? d->type->num_elements() : -1;
+      const int bytes = d->type ? element_storage_bytes(d->type->dtype) : 0;
+      size_t want = 0;
+      if (n < 0 || bytes <= 0 ||
+          __builtin_mul_overflow(static_cast<size_t>(d->splat ? 1 : n),
+                                 static_cast<size_t>(bytes), &want) ||
+          d->data.size() != want)
+        return fail(o, "attribute " + name + ": dense data does not fit its type");
+      if (name != "value" && n > kMaxAttributeElements)
+        return fail(o, "attribute " + name + " has " + std::to_string(n) + " elements");
+    }
+    return Status();
   }
 
   Status define(const Value& v, const Op* o) {

@@ -78,9 +78,22 @@ struct Builder {
     return o.results[0];
   }
   // A constant of the 4-byte scalar type `t` holding `bits`.
+  // An f32 bit pattern as a constant of type t: f16 and bf16 get the same value in their own
+  // format (the data must fit the type: the verifier checks it).
   ir::Value constant32(uint32_t bits, const ir::Type* t) {
     std::vector<uint8_t> bytes(4);
     std::memcpy(bytes.data(), &bits, 4);
+    if (t->dtype == ir::ElementType::kBF16) {
+      const uint16_t h = static_cast<uint16_t>(bits >> 16);
+      bytes.assign(2, 0);
+      std::memcpy(bytes.data(), &h, 2);
+    } else if (t->dtype == ir::ElementType::kF16) {
+      float f = 0;
+      std::memcpy(&f, &bits, 4);
+      const _Float16 h = static_cast<_Float16>(f);
+      bytes.assign(2, 0);
+      std::memcpy(bytes.data(), &h, 2);
+    }
     ir::Op& o = op(OpKind::kConstant, {}, 1);
     o.set_attr("value", ir::DenseElementsAttr{t, m.own_bytes(std::move(bytes)), false});
     return typed(o, t);

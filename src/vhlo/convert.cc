@@ -332,13 +332,15 @@ StatusOr<ir::DenseElementsAttr> Converter::dense(const ir::Type* type,
     d.data = module_.own_bytes(std::move(bytes));
     return d;
   }
-  size_t full = static_cast<size_t>(n) * elem;
+  size_t full = 0;
+  const bool too_big = __builtin_mul_overflow(static_cast<size_t>(n), static_cast<size_t>(elem),
+                                              &full);
   if (blob.size() == static_cast<size_t>(elem) && n != 1) {
     d.splat = true;
-  } else if (blob.size() != full) {
+  } else if (too_big || blob.size() != full) {
     return invalid_argument("vhlo: tensor data has " + std::to_string(blob.size()) +
                             " bytes, " + ir::type_to_string(*type) + " needs " +
-                            std::to_string(full));
+                            (too_big ? std::string("more than 2^64") : std::to_string(full)));
   }
   d.data = blob;
   return d;
