@@ -40,27 +40,33 @@ def programs(tmp_path_factory) -> pathlib.Path:
   return out
 
 
-def test_changed_programs_are_refused_or_run_never_crash(programs):
-  # Eight change sets per program (~2,500 cases, seconds); the tool takes more iterations and
-  # other seeds for a longer search.
-  seed = 1
+def _mutate_compile(*args: str) -> tuple[int, int, int, int]:
+  """Runs the tool; asserts it lived and every refusal is a coded Status. Returns its counts:
+  (cases, refused at compile time, compiled, run)."""
   tool = _tool()
   assert tool.exists(), f"{tool} is not built (make build)"
   env = dict(os.environ, JAXMLX_MEMORY_LIMIT="2GiB")  # a changed dim may ask for terabytes
-  proc = subprocess.run([str(tool), "--iterations", "8", "--seed", str(seed), str(programs)],
-                        capture_output=True, text=True, timeout=1200, env=env)
+  proc = subprocess.run([str(tool), *args], capture_output=True, text=True, timeout=1200, env=env)
   tail = "\n".join(proc.stderr.splitlines()[-6:])
   assert proc.returncode == 0, f"exit {proc.returncode}; the last cases:\n{tail}"
   summary = re.search(r"(\d+) cases: (\d+) refused at compile time, (\d+) compiled, (\d+) run",
                       proc.stdout)
   assert summary, proc.stdout
   cases, refused, compiled, ran = map(int, summary.groups())
-  # The changes must reach every stage: some programs refused, some compiled and run.
-  assert cases > 1000 and refused > 0 and compiled > 0 and ran > 0, proc.stdout
   # Every refusal is a Status with a code, as PJRT returns it.
   refusals = [ln for ln in proc.stderr.splitlines() if ln.startswith("  refused: ")]
   assert len(refusals) == refused
   assert all(re.match(r"  refused: [A-Z_]+: ", ln) for ln in refusals), refusals[:3]
+  return cases, refused, compiled, ran
+
+
+def test_changed_programs_are_refused_or_run_never_crash(programs):
+  # Eight change sets per program (~2,500 cases, seconds); the tool takes more iterations and
+  # other seeds for a longer search.
+  cases, refused, compiled, ran = _mutate_compile("--iterations", "8", "--seed", "1",
+                                                  str(programs))
+  # The changes must reach every stage: some programs refused, some compiled and run.
+  assert cases > 1000 and refused > 0 and compiled > 0 and ran > 0
 
 
 # StableHLO's own test module, one func per op form (../shared/testdata beside the checkout, or
@@ -74,15 +80,6 @@ def test_every_stablehlo_op_form_as_it_is_and_changed_is_refused_or_runs():
   files = sorted((TESTDATA / "vhlo").glob("stablehlo_legalize_to_vhlo.*.mlir.bc"), key=version)
   if not files:
     pytest.skip(f"no StableHLO test modules under {TESTDATA / 'vhlo'}")
-  tool = _tool()
-  assert tool.exists(), f"{tool} is not built (make build)"
-  env = dict(os.environ, JAXMLX_MEMORY_LIMIT="2GiB")
-  proc = subprocess.run([str(tool), "--each-func", "--iterations", "3", "--seed", "1",
-                         str(files[-1])], capture_output=True, text=True, timeout=1200, env=env)
-  tail = "\n".join(proc.stderr.splitlines()[-6:])
-  assert proc.returncode == 0, f"exit {proc.returncode}; the last cases:\n{tail}"
-  summary = re.search(r"(\d+) cases: (\d+) refused at compile time, (\d+) compiled, (\d+) run",
-                      proc.stdout)
-  assert summary, proc.stdout
-  cases, refused, compiled, ran = map(int, summary.groups())
-  assert cases > 500 and refused > 0 and compiled > 100 and ran > 100, proc.stdout
+  cases, refused, compiled, ran = _mutate_compile("--each-func", "--iterations", "3", "--seed",
+                                                  "1", str(files[-1]))
+  assert cases > 500 and refused > 0 and compiled > 100 and ran > 100
