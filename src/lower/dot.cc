@@ -185,18 +185,13 @@ StatusOr<Values> dot_general(LowerContext& ctx, const ir::Op& op, const Values& 
   };
   std::vector<int> lf = free_dims(lt, dd.lhs_batching_dimensions, dd.lhs_contracting_dimensions);
   std::vector<int> rf = free_dims(rt, dd.rhs_batching_dimensions, dd.rhs_contracting_dimensions);
-  if (dd.lhs_batching_dimensions.size() != dd.rhs_batching_dimensions.size() ||
-      dd.lhs_contracting_dimensions.size() != dd.rhs_contracting_dimensions.size())
-    return ctx.malformed(op, "batching/contracting dimension counts differ");
   auto prod = [](const ir::Type& t, const auto& dims) {
     int64_t p = 1;
     for (auto d : dims) p *= t.dims[d];
     return static_cast<int>(p);
   };
   const int b = prod(lt, dd.lhs_batching_dimensions), m = prod(lt, lf), n = prod(rt, rf);
-  const int k = prod(lt, dd.lhs_contracting_dimensions);
-  if (k != prod(rt, dd.rhs_contracting_dimensions))
-    return ctx.malformed(op, "contracting dimension sizes differ");
+  const int k = prod(lt, dd.lhs_contracting_dimensions);  // rhs's: the same (dot_dims_fit)
   const mx::Shape out_shape = storage_shape(ot);
   // Empty M/N/K: no matmul at all (an empty matmul is a known MLX hazard); K=0 sums nothing.
   if (int64_t{b} * m * n == 0 || k == 0)
