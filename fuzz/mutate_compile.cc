@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <iterator>
 #include <memory>
 #include <random>
@@ -94,7 +95,7 @@ class Mutator {
       case 2: return mutate_result_type(op, func, /*everywhere=*/false);
       case 3: return mutate_result_type(op, func, /*everywhere=*/true);
       case 4: return replace_operand(op, func);
-      case 5: return change_operand_count(op, func);
+      case 5: return change_operand_count(op);
       default: return swap_ops(func);
     }
   }
@@ -134,6 +135,17 @@ class Mutator {
     }
   }
 
+  // One of a gather's or scatter's dimension lists, or its index_vector_dim.
+  std::string mutate_fields(std::initializer_list<std::vector<int64_t>*> fields,
+                            int64_t& index_vector_dim) {
+    size_t i = pick(fields.size() + 1);
+    if (i == fields.size()) {
+      index_vector_dim = odd_int(index_vector_dim);
+      return "index_vector_dim = " + std::to_string(index_vector_dim);
+    }
+    return "field " + std::to_string(i) + " " + mutate_ints(*fields.begin()[i]);
+  }
+
   std::string mutate_value(ir::Attribute& a) {
     if (auto* x = std::get_if<ir::IntAttr>(&a.value)) {
       x->value = odd_int(x->value);
@@ -157,26 +169,17 @@ class Mutator {
       return "bool dropped";
     }
     if (auto* x = std::get_if<ir::GatherDims>(&a.value)) {
-      std::vector<int64_t>* f[] = {&x->offset_dims, &x->collapsed_slice_dims,
-                                   &x->operand_batching_dims, &x->start_indices_batching_dims,
-                                   &x->start_index_map};
-      size_t i = pick(std::size(f) + 1);
-      if (i == std::size(f)) {
-        x->index_vector_dim = odd_int(x->index_vector_dim);
-        return "index_vector_dim = " + std::to_string(x->index_vector_dim);
-      }
-      return "gather field " + std::to_string(i) + " " + mutate_ints(*f[i]);
+      return "gather " + mutate_fields({&x->offset_dims, &x->collapsed_slice_dims,
+                                        &x->operand_batching_dims,
+                                        &x->start_indices_batching_dims, &x->start_index_map},
+                                       x->index_vector_dim);
     }
     if (auto* x = std::get_if<ir::ScatterDims>(&a.value)) {
-      std::vector<int64_t>* f[] = {&x->update_window_dims, &x->inserted_window_dims,
-                                   &x->input_batching_dims, &x->scatter_indices_batching_dims,
-                                   &x->scatter_dims_to_operand_dims};
-      size_t i = pick(std::size(f) + 1);
-      if (i == std::size(f)) {
-        x->index_vector_dim = odd_int(x->index_vector_dim);
-        return "index_vector_dim = " + std::to_string(x->index_vector_dim);
-      }
-      return "scatter field " + std::to_string(i) + " " + mutate_ints(*f[i]);
+      return "scatter " + mutate_fields({&x->update_window_dims, &x->inserted_window_dims,
+                                         &x->input_batching_dims,
+                                         &x->scatter_indices_batching_dims,
+                                         &x->scatter_dims_to_operand_dims},
+                                        x->index_vector_dim);
     }
     if (auto* x = std::get_if<ir::DotDims>(&a.value)) {
       std::vector<int64_t>* f[] = {&x->lhs_batching_dimensions, &x->rhs_batching_dimensions,
@@ -296,7 +299,7 @@ class Mutator {
   }
 
   std::string replace_operand(ir::Op& op, ir::Func& func) {
-    if (op.operands.empty() || func.num_values == 0) return "";
+    if (op.operands.empty()) return "";
     // Any value of the func: one defined later, in another region, or of another type.
     std::vector<ir::Value> values;
     std::function<void(ir::Region&)> gather = [&](ir::Region& r) {
@@ -318,9 +321,8 @@ class Mutator {
 
   // One operand fewer, or one more (a copy of another): what an op of a variable number of
   // operands (a call, a return, a concatenate, a reduce, a custom call) must check itself.
-  std::string change_operand_count(ir::Op& op, ir::Func& func) {
+  std::string change_operand_count(ir::Op& op) {
     if (op.operands.empty()) return "";
-    (void)func;
     if (pick(2)) {
       op.operands.pop_back();
       return std::string(op.name()) + " lost its last operand";
