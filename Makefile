@@ -109,9 +109,12 @@ ASAN_CTEST_ENV := ASAN_OPTIONS=allocator_may_return_null=1:detect_stack_use_afte
 #   detect_leaks=0: CPython, jaxlib and MLX keep objects until exit on purpose (thousands of
 #     reports, none ours); our code's leaks are what the ctest binaries above check.
 #   allocator_may_return_null=1: as for ctest (tests/test_memory.py asks for 1 TB).
+# tests/test_malformed_programs.py runs this build's jaxmlx-mutate-compile: out-of-bounds reads and
+# integer overflows that malformed attributes cause are reports here, not silent as without ASan.
 ASAN_PY_ENV = LD_PRELOAD="$(LIBASAN) $(LIBSTDCXX)" \
   ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 $(UBSAN_ENV) \
-  JAX_MLX_LIBRARY_PATH=$(CURDIR)/$(ASAN_BUILD)/src/pjrt/libjax_mlx_pjrt.so
+  JAX_MLX_LIBRARY_PATH=$(CURDIR)/$(ASAN_BUILD)/src/pjrt/libjax_mlx_pjrt.so \
+  JAXMLX_MUTATE_TOOL=$(CURDIR)/$(ASAN_BUILD)/tools/jaxmlx-mutate-compile
 TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(SAN_DIR)/tsan.supp
 
 .PHONY: soak asan tsan

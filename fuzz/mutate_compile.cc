@@ -116,7 +116,7 @@ class Mutator {
   }
 
   int64_t odd_int(int64_t v) {
-    const int64_t choices[] = {v + 1, v - 1, -1, 0, 1, 2, 3, 7, 64, int64_t{1} << 20,
+    const int64_t choices[] = {v == INT64_MAX ? v : v + 1, v == INT64_MIN ? v : v - 1, -1, 0, 1, 2, 3, 7, 64, int64_t{1} << 20,
                                int64_t{1} << 31, -(int64_t{1} << 31), INT64_MAX, INT64_MIN,
                                static_cast<int64_t>(pick(9))};
     return choices[pick(std::size(choices))];
@@ -249,7 +249,8 @@ class Mutator {
       case 0:
       case 1: {
         size_t i = pick(u.dims.size());
-        const int64_t choices[] = {u.dims[i] + 1, u.dims[i] - 1, 0, 1, int64_t{1} << 20,
+        const int64_t d = u.dims[i] == ir::kDynamic ? 1 : u.dims[i];  // kDynamic: INT64_MIN
+        const int64_t choices[] = {d + 1, d - 1, 0, 1, int64_t{1} << 20,
                                    int64_t{1} << 40, ir::kDynamic};
         u.dims[i] = choices[pick(std::size(choices))];
         break;

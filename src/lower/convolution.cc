@@ -65,10 +65,14 @@ StatusOr<ConvSpec> read_spec(LowerContext& ctx, const ir::Op& op, const ir::Conv
     s.pad_hi.push_back(pad[2 * d + 1]);
     if (s.strides[d] < 1 || s.lhs_dil[d] < 1 || s.rhs_dil[d] < 1)
       return ctx.malformed(op, "strides and dilations must be positive");
+    for (int64_t v : {s.strides[d], s.lhs_dil[d], s.rhs_dil[d], s.pad_lo[d], s.pad_hi[d]})
+      if (!window_attr_fits(v))
+        return ctx.malformed(op, "a window stride, dilation or padding beyond 2^31");
   }
   s.feature_groups = op.get_i64("feature_group_count", 1);
   s.batch_groups = op.get_i64("batch_group_count", 1);
-  if (s.feature_groups < 1 || s.batch_groups < 1 || (s.feature_groups > 1 && s.batch_groups > 1))
+  if (s.feature_groups < 1 || s.batch_groups < 1 || (s.feature_groups > 1 && s.batch_groups > 1) ||
+      !window_attr_fits(s.feature_groups) || !window_attr_fits(s.batch_groups))
     return ctx.malformed(op, "bad feature_group_count / batch_group_count");
   return s;
 }

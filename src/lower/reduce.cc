@@ -212,7 +212,9 @@ StatusOr<Values> lower_reduce(LowerContext& ctx, const ir::Op& op, const Values&
   const ir::Type& t = operand_type(op, 0);
   if (!is_static(t)) return ctx.unsupported(op, "dynamic operand shape");
   const int rank = static_cast<int>(t.rank());
-  const int trail = trailing_rank(t);
+  for (size_t i = 0; i < n; ++i)
+    if (operand_type(op, i).dims != t.dims || operand_type(op, n + i).rank() != 0)
+      return ctx.malformed(op, "reduce operands must share one shape and init values be scalars");
   std::vector<int> axes = to_ints(op.get_i64s("dimensions"));
   std::vector<bool> reduced(rank, false);
   for (int a : axes) {
@@ -256,7 +258,8 @@ StatusOr<Values> lower_reduce(LowerContext& ctx, const ir::Op& op, const Values&
       if (auto r = fast_reduce(*k, xs[0], inits[0], axes, out_dt[0])) return Values{*r};
     }
   }
-  // Tree path: move the reduced dims to one axis after the kept ones (before c128's trailing).
+  // Tree path: move the reduced dims to one axis after the kept ones (before a c128 operand's
+  // trailing dim; operands of other types beside it have none).
   std::vector<int> perm;
   mx::Shape flat;
   for (int d = 0; d < rank; ++d)
@@ -264,8 +267,13 @@ StatusOr<Values> lower_reduce(LowerContext& ctx, const ir::Op& op, const Values&
   const int axis = static_cast<int>(perm.size());
   for (int a : axes) perm.push_back(a);
   flat.push_back(static_cast<int>(count));
-  for (int j = 0; j < trail; ++j) perm.push_back(rank + j), flat.push_back(xs[0].shape(rank + j));
-  for (size_t i = 0; i < n; ++i) xs[i] = mx::reshape(permute(xs[i], perm), flat);
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<int> p = perm;
+    mx::Shape f = flat;
+    for (int j = rank; j < static_cast<int>(xs[i].ndim()); ++j)
+      p.push_back(j), f.push_back(xs[i].shape(j));
+    xs[i] = mx::reshape(permute(xs[i], p), f);
+  }
   ASSIGN_OR_RETURN(Values red, tree_reduce(ctx, op.regions[0], xs, axis));
   // Fold the init values in once: body(init, reduced).
   Values args = inits;

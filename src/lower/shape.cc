@@ -21,7 +21,7 @@ namespace {
 mx::array array_from_bytes(const uint8_t* p, size_t nbytes, const mx::Shape& shape,
                            mx::Dtype dt) {
   void* buf = std::malloc(std::max<size_t>(nbytes, 1));
-  std::memcpy(buf, p, nbytes);
+  if (nbytes > 0) std::memcpy(buf, p, nbytes);  // p may be null for an empty array
   return mx::array(buf, shape, dt, [](void* q) { std::free(q); });
 }
 

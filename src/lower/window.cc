@@ -58,6 +58,9 @@ StatusOr<WindowSpec> read_window(LowerContext& ctx, const ir::Op& op, size_t ran
     w.hi.push_back(pad[2 * d + 1]);
     if (w.dims[d] < 0 || w.strides[d] < 1 || w.base_dil[d] < 1 || w.win_dil[d] < 1)
       return ctx.malformed(op, "bad window dimensions, strides or dilations");
+    for (int64_t v : {w.dims[d], w.strides[d], w.base_dil[d], w.win_dil[d], w.lo[d], w.hi[d]})
+      if (!window_attr_fits(v))
+        return ctx.malformed(op, "a window size, stride, dilation or padding beyond 2^31");
   }
   return w;
 }

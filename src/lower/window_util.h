@@ -21,6 +21,10 @@ mx::array pad_dilate(const mx::array& x, const mx::array& fill, const std::vecto
 mx::array strided_window(const mx::array& x, const std::vector<int64_t>& start,
                          const std::vector<int64_t>& stride, const std::vector<int64_t>& count);
 
+// Whether a window attribute (a size, stride, dilation or padding) lies within +-(2^31 - 1):
+// MLX's dims are int32, and within that range the window arithmetic here fits 64 bits.
+inline bool window_attr_fits(int64_t v) { return v <= INT32_MAX && v >= -int64_t{INT32_MAX}; }
+
 // The extent of `n` elements dilated by `d` (d - 1 holes between neighbours; none: 0).
 inline int64_t dilated_size(int64_t n, int64_t d) { return n == 0 ? 0 : (n - 1) * d + 1; }
 

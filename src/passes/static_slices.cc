@@ -205,6 +205,8 @@ class Folder {
     Box box;
     for (size_t d = 0; d < start.size(); ++d) {
       if (d < strides.size() && strides[d] != 1) return std::nullopt;
+      // A malformed slice is the lowering's to refuse; the box arithmetic needs sane bounds.
+      if (start[d] < 0 || limit[d] < start[d] || limit[d] > buf->dims[d]) return std::nullopt;
       box.start.push_back(start[d]);
       box.size.push_back(limit[d] - start[d]);
     }

@@ -278,6 +278,19 @@ def test_variadic_min_with_index():
   check(lambda v, i: lax.reduce((v, i), (np.int32(2**31 - 1), np.int32(0)), body, (1,)), x, idx)
 
 
+def test_variadic_complex128_carried_beside_an_index():
+  # c128 has a trailing storage dim that the index operand lacks: the tree path permutes each
+  # operand by its own rank (it once applied the c128 operand's permutation to both).
+  x = (rand(np.float64, (3, 5), 7) + 1j * rand(np.float64, (3, 5), 8)).astype(np.complex128)
+  idx = np.broadcast_to(np.arange(5, dtype=np.int32), (3, 5)).copy()
+
+  def body(a, b):
+    take_a = a[1] >= b[1]
+    return jnp.where(take_a, a[0], b[0]), jnp.where(take_a, a[1], b[1])
+
+  check(lambda v, i: lax.reduce((v, i), (np.complex128(0), np.int32(-1)), body, (1,)), x, idx)
+
+
 def test_complex_sum_prod():
   x = rand(np.complex64, (3, 4), 5)
   check(lambda a: (jnp.sum(a, 0), jnp.prod(a, 1), jnp.sum(a)), x)
