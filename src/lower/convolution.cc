@@ -589,6 +589,16 @@ StatusOr<Values> lower_convolution(LowerContext& ctx, const ir::Op& op, const Va
                              dn->output_feature_dimension), rt.rank()))
     return ctx.malformed(op, "dimension_numbers do not name each dim of the operands once");
   ASSIGN_OR_RETURN(ConvSpec s, read_spec(ctx, op, *dn));
+  // The window's positions per spatial dim, as StableHLO infers them, must be the result's: the
+  // rest of this rule sizes patches and phases from the attributes (within int32 each).
+  for (int d = 0; d < s.nsp; ++d) {
+    const int64_t padded = dilated_size(lt.dims[dn->input_spatial_dimensions[d]], s.lhs_dil[d]) +
+                           s.pad_lo[d] + s.pad_hi[d];
+    const int64_t extent = dilated_size(kt.dims[dn->kernel_spatial_dimensions[d]], s.rhs_dil[d]);
+    if (window_count(std::max<int64_t>(padded, 0), extent, s.strides[d]) !=
+        rt.dims[dn->output_spatial_dimensions[d]])
+      return ctx.malformed(op, "the result's spatial dims do not match the window");
+  }
   auto out_dt = storage_dtype(rt.dtype);
   if (!out_dt) return ctx.unsupported(op, "result type " + type_to_string(rt));
   // Canonical layouts: x [N, S..., C], w [O, K..., I], y [N, OS..., O].

@@ -214,12 +214,12 @@ StatusOr<Values> lower_rng_bit_generator(LowerContext& ctx, const ir::Op& op, co
       (threefry && state_len != 2))
     return ctx.unsupported(op, "rng_bit_generator state " + ir::type_to_string(state_t) +
                                    " (THREE_FRY takes u64[2], PHILOX u64[2] or u64[3])");
+  const int64_t n = out_t.num_elements();
+  if (n < 0) return ctx.unsupported(op, "result " + ir::type_to_string(out_t));
+  // The draws are made as one flat MLX array, whose dims are int32.
+  if (n > INT32_MAX) return ctx.unsupported(op, "more than 2^31 - 1 draws in one call");
   mx::Shape shape;
-  int64_t n = 1;
-  for (int64_t d : out_t.dims) {
-    shape.push_back(static_cast<int>(d));
-    n *= d;
-  }
+  for (int64_t d : out_t.dims) shape.push_back(static_cast<int>(d));
   const bool wide = ir::element_bit_width(out_t.dtype) == 64;
   if (n == 0) {  // no draws: the counter does not move
     ASSIGN_OR_RETURN(auto out, to_result(ctx, op, mx::zeros({0}, wide ? mx::uint64 : mx::uint32),

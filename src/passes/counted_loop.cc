@@ -1,6 +1,8 @@
 // counted_loop: see counted_loop.h.
 #include "passes/counted_loop.h"
 
+#include <cstdint>
+
 #include "ir/attributes.h"
 #include "ir/types.h"
 
@@ -81,6 +83,7 @@ std::optional<int64_t> counted_trips(const ir::Type* t, int64_t init, int64_t bo
   if (end <= init) return 0;
   __int128 trips = (end - init + loop.step - 1) / loop.step;
   if ((__int128)init + trips * loop.step > hi) return std::nullopt;  // the last add wraps
+  if (trips > INT64_MAX) return std::nullopt;  // a u64 counter's
   return static_cast<int64_t>(trips);
 }
 
