@@ -291,10 +291,12 @@ class Fuser {
   std::vector<int> grow(int root, bool multi, size_t cap) {
     const mx::Shape& shape = tape_[root].shape();
     std::vector<int> members{root};
+    std::vector<size_t> depth{0};  // members' levels below the root
     std::unordered_set<int> in_chain{root};
     for (bool grew = true; grew && members.size() < cap;) {
       grew = false;
       for (size_t m = 0; m < members.size() && members.size() < cap; ++m) {
+        if (target_.max_depth > 0 && depth[m] + 1 >= target_.max_depth) continue;
         const bool adapter = !instruction_of(tape_[members[m]], target_);
         for (const mx::array& in : tape_[members[m]].inputs()) {
           const int j = tape_index(in);
@@ -314,6 +316,7 @@ class Fuser {
               continue;
           }
           members.push_back(j);
+          depth.push_back(depth[m] + 1);
           in_chain.insert(j);
           grew = true;
         }

@@ -37,6 +37,9 @@ struct FusionTarget {
   // Leave chains most of whose inputs are strided windows unfused (cpu_fusion.cc says why).
   bool skip_windows = false;
   size_t max_chain = 1024;  // instructions per fused program
+  // At most this many levels of operands below a chain's last op (0: no bound). A sequence of
+  // adds (a gradient summed over a loop's steps) is then cut into chains of this many ops.
+  size_t max_depth = 0;
   // Whether a fused program may have several results: members read outside the chain join it
   // (as results) instead of ending it, unless that would close a cycle.
   bool multi_output = false;

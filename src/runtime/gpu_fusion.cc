@@ -31,6 +31,16 @@ bool gpu_fusion_forced() {
 
 namespace {
 
+// Levels of operands per fused kernel, as MLX's own fusion (max_compile_depth in
+// mlx/compile.cpp): MLX's CUDA backend builds each new kernel with NVRTC in 34 variants (index
+// widths, ranks), so a long chain of adds (a GRU's weight gradients summed over its unrolled
+// steps) made large kernels in many lengths. JAXMLX_FUSION_MAX_DEPTH (read at each compile; 0:
+// no bound) for A/B runs.
+size_t fusion_max_depth() {
+  const char* v = std::getenv("JAXMLX_FUSION_MAX_DEPTH");
+  return v != nullptr && *v != '\0' ? std::strtoul(v, nullptr, 10) : 11;
+}
+
 // MLX's Compiled primitive, told apart by its whole kernel: MLX compares Compiled primitives by
 // their ops alone (its own fusion runs after the graph is simplified, so it never needed more),
 // and simplifying a traced graph merges two arrays of equivalent primitives over the same
@@ -220,6 +230,7 @@ int fuse_gpu_elementwise(std::vector<mx::array>& outputs, mx::Device::DeviceType
   // MLX's own fusion stops at 24 inputs; its kernels take one pointer (and strides) per array.
   target.max_arrays = 24;
   target.max_chain = 256;
+  target.max_depth = fusion_max_depth();
   // One op and the views it reads (no-copy primitives here) gain nothing from a kernel build.
   target.min_instructions = 2;
   target.sink_into_broadcasts = true;  // a row's mean joins the kernel that reads it broadcast

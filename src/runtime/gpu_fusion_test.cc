@@ -140,6 +140,29 @@ TEST_F(GpuFusion, ChainsOfManyInputsAreCutToTheKernelsArgumentSlots) {
   EXPECT_EQ(c.census.count("Add"), 0u);
 }
 
+TEST_F(GpuFusion, ASumOverManyStepsIsCutAtMlxsDepthIntoOneKernelRepeated) {
+  // A gradient summed over an unrolled loop's 33 steps: 33 adds in a row. Cut as MLX's own
+  // fusion cuts (11 levels), it is one kernel of 11 adds three times (one NVRTC build on CUDA),
+  // where the argument-slot bound alone made pieces of several lengths.
+  std::vector<mx::array> xs;
+  for (int i = 0; i < 34; ++i) xs.push_back(normal({3, 4}, 200 + i));
+  auto build = [&] {
+    mx::array s = xs[0];
+    for (int i = 1; i < 34; ++i) s = mx::add(s, xs[i]);
+    return std::vector<mx::array>{s};
+  };
+  Case c = testing::fuse_and_eval(build, [](std::vector<mx::array>& out) {
+    return fuse_gpu_elementwise(out, mx::Device::cpu, FusedArithmetic::kSplit);
+  });
+  EXPECT_TRUE(same_bits(c.plain[0], c.fused[0]));
+  std::map<std::string, int> kernels;
+  for (const auto& [name, n] : c.census)
+    if (name.rfind("Compiled", 0) == 0) kernels[name] += n;
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(kernels.begin()->second, 3);
+  EXPECT_EQ(c.census.count("Add"), 0u);
+}
+
 TEST_F(GpuFusion, TracedChainsThatDifferOnlyInWiringStayDistinct) {
   // Under mx::compile, the traced graph is simplified after our rewrite: arrays of equivalent
   // primitives over the same inputs (and not results of the function) are merged. MLX calls two
