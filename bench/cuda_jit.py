@@ -64,10 +64,15 @@ def family(module: str) -> str:
   return f"fused {m.group(1)[:70]}" if m else module
 
 
-def run_one(name: str, which: str, size: str, keep: pathlib.Path | None) -> dict:
+def run_one(name: str, which: str, size: str, keep: pathlib.Path | None,
+            timeout: float) -> dict:
   cache = pathlib.Path(tempfile.mkdtemp(prefix=f"ptx_{name}_{which}_", dir=keep))
-  proc = subprocess.run([sys.executable, __file__, "--column", name, which, size, str(cache)],
-                        capture_output=True, text=True)
+  try:
+    proc = subprocess.run([sys.executable, __file__, "--column", name, which, size, str(cache)],
+                          capture_output=True, text=True, timeout=timeout)
+  except subprocess.TimeoutExpired:
+    return {"error": f"no first call within {timeout} s; modules built by then: "
+                     f"{len(modules(cache))}"}
   if proc.returncode != 0:
     return {"error": proc.stderr[-2000:]}
   res = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -114,6 +119,7 @@ def main() -> int:
   ap.add_argument("--keep", type=pathlib.Path, help="make the caches here and keep them")
   ap.add_argument("--json", type=pathlib.Path, help="write every result here")
   ap.add_argument("--columns", default="ours,native", help="which columns (ours, native)")
+  ap.add_argument("--timeout", type=float, default=900, help="seconds per child process")
   ap.add_argument("--column", nargs=4, help=argparse.SUPPRESS)  # child: case, which, size, cache
   args = ap.parse_args()
   if args.column:
@@ -123,14 +129,16 @@ def main() -> int:
   if args.keep:
     args.keep.mkdir(parents=True, exist_ok=True)
   columns = args.columns.split(",")
+  results = {}
   with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-    futures = {(n, w): pool.submit(run_one, n, w, args.size, args.keep)
+    futures = {(n, w): pool.submit(run_one, n, w, args.size, args.keep, args.timeout)
                for n in names for w in columns}
-    results = {n: {w: futures[(n, w)].result() for w in columns} for n in names}
-  for n in names:
-    report(n, results[n], args.top)
-  if args.json:
-    args.json.write_text(json.dumps(results, indent=1))
+    for n in names:  # each case as soon as its columns are done
+      results[n] = {w: futures[(n, w)].result() for w in columns}
+      report(n, results[n], args.top)
+      sys.stdout.flush()
+      if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
   return 0
 
 
