@@ -116,7 +116,8 @@ class Mutator {
   }
 
   int64_t odd_int(int64_t v) {
-    const int64_t choices[] = {v == INT64_MAX ? v : v + 1, v == INT64_MIN ? v : v - 1, -1, 0, 1, 2, 3, 7, 64, int64_t{1} << 20,
+    const int64_t up = v == INT64_MAX ? v : v + 1, down = v == INT64_MIN ? v : v - 1;
+    const int64_t choices[] = {up, down, -1, 0, 1, 2, 3, 7, 64, int64_t{1} << 20,
                                int64_t{1} << 31, -(int64_t{1} << 31), INT64_MAX, INT64_MIN,
                                static_cast<int64_t>(pick(9))};
     return choices[pick(std::size(choices))];
