@@ -225,8 +225,8 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
   std::vector<int64_t> os(nsp);  // result positions per spatial dim
   int64_t positions = 1, taps = 1;
   for (int d = 0; d < nsp; ++d) {
-    const int64_t padded = dilated_size(x.shape(d + 1), s.lhs_dil[d]) + s.pad_lo[d] + s.pad_hi[d];
-    os[d] = window_count(padded, dilated_size(w.shape(d + 1), s.rhs_dil[d]), s.strides[d]);
+    os[d] = window_count(x.shape(d + 1), s.lhs_dil[d], s.pad_lo[d], s.pad_hi[d], w.shape(d + 1),
+                         s.rhs_dil[d], s.strides[d]);
     positions *= os[d], taps *= w.shape(d + 1);
   }
   if (positions == 0) return std::nullopt;
@@ -591,14 +591,11 @@ StatusOr<Values> lower_convolution(LowerContext& ctx, const ir::Op& op, const Va
   ASSIGN_OR_RETURN(ConvSpec s, read_spec(ctx, op, *dn));
   // The window's positions per spatial dim, as StableHLO infers them, must be the result's: the
   // rest of this rule sizes patches and phases from the attributes (within int32 each).
-  for (int d = 0; d < s.nsp; ++d) {
-    const int64_t padded = dilated_size(lt.dims[dn->input_spatial_dimensions[d]], s.lhs_dil[d]) +
-                           s.pad_lo[d] + s.pad_hi[d];
-    const int64_t extent = dilated_size(kt.dims[dn->kernel_spatial_dimensions[d]], s.rhs_dil[d]);
-    if (window_count(std::max<int64_t>(padded, 0), extent, s.strides[d]) !=
-        rt.dims[dn->output_spatial_dimensions[d]])
+  for (int d = 0; d < s.nsp; ++d)
+    if (window_count(lt.dims[dn->input_spatial_dimensions[d]], s.lhs_dil[d], s.pad_lo[d],
+                     s.pad_hi[d], kt.dims[dn->kernel_spatial_dimensions[d]], s.rhs_dil[d],
+                     s.strides[d]) != rt.dims[dn->output_spatial_dimensions[d]])
       return ctx.malformed(op, "the result's spatial dims do not match the window");
-  }
   auto out_dt = storage_dtype(rt.dtype);
   if (!out_dt) return ctx.unsupported(op, "result type " + type_to_string(rt));
   // Canonical layouts: x [N, S..., C], w [O, K..., I], y [N, OS..., O].

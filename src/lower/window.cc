@@ -75,11 +75,9 @@ std::vector<int64_t> offset_start(const WindowSpec& w, const std::vector<int64_t
 // The number of windows per dim over the padded, dilated operand of shape `shape`.
 std::vector<int64_t> window_counts(const WindowSpec& w, const std::vector<int64_t>& shape) {
   std::vector<int64_t> out;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    const int64_t padded = dilated_size(shape[d], w.base_dil[d]) + w.lo[d] + w.hi[d];
-    const int64_t extent = dilated_size(w.dims[d], w.win_dil[d]);
-    out.push_back(window_count(std::max<int64_t>(padded, 0), extent, w.strides[d]));
-  }
+  for (size_t d = 0; d < shape.size(); ++d)
+    out.push_back(window_count(shape[d], w.base_dil[d], w.lo[d], w.hi[d], w.dims[d], w.win_dil[d],
+                               w.strides[d]));
   return out;
 }
 

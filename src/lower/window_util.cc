@@ -55,8 +55,11 @@ mx::array strided_window(const mx::array& x, const std::vector<int64_t>& start,
   return mx::slice(x, s, e, st);
 }
 
-int64_t window_count(int64_t size, int64_t window, int64_t stride) {
-  return size < window ? 0 : (size - window) / stride + 1;
+int64_t window_count(int64_t size, int64_t base_dil, int64_t lo, int64_t hi, int64_t window,
+                     int64_t win_dil, int64_t stride) {
+  const int64_t padded = std::max<int64_t>(dilated_size(size, base_dil) + lo + hi, 0);
+  const int64_t extent = dilated_size(window, win_dil);
+  return padded < extent ? 0 : (padded - extent) / stride + 1;
 }
 
 std::vector<std::vector<int64_t>> box_offsets(const std::vector<int64_t>& dims) {

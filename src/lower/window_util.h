@@ -28,8 +28,11 @@ inline bool window_attr_fits(int64_t v) { return v <= INT32_MAX && v >= -int64_t
 // The extent of `n` elements dilated by `d` (d - 1 holes between neighbours; none: 0).
 inline int64_t dilated_size(int64_t n, int64_t d) { return n == 0 ? 0 : (n - 1) * d + 1; }
 
-// Number of windows of extent `window` (already dilated) with `stride` that fit in `size`.
-int64_t window_count(int64_t size, int64_t window, int64_t stride);
+// Number of windows of `window` elements dilated by `win_dil`, `stride` apart, that fit in `size`
+// elements dilated by `base_dil` and padded by `lo` and `hi` (negative: cropped): StableHLO's
+// result dim of reduce_window and of a convolution's spatial dims.
+int64_t window_count(int64_t size, int64_t base_dil, int64_t lo, int64_t hi, int64_t window,
+                     int64_t win_dil, int64_t stride);
 
 // Row-major enumeration of the offsets of a box of extents `dims` (empty when one is 0).
 std::vector<std::vector<int64_t>> box_offsets(const std::vector<int64_t>& dims);

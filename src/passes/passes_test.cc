@@ -77,9 +77,9 @@ struct Builder {
     o.results[0].type = t;
     return o.results[0];
   }
-  // A constant of the 4-byte scalar type `t` holding `bits`.
-  // An f32 bit pattern as a constant of type t: f16 and bf16 get the same value in their own
-  // format (the data must fit the type: the verifier checks it).
+  // A scalar constant of type `t` holding the 32-bit pattern `bits`; for f16 and bf16 `bits` is
+  // an f32 whose value they get in their own format (the data must fit the type: the verifier
+  // checks it).
   ir::Value constant32(uint32_t bits, const ir::Type* t) {
     std::vector<uint8_t> bytes(4);
     std::memcpy(bytes.data(), &bits, 4);
