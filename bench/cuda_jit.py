@@ -59,8 +59,9 @@ def modules(cache: pathlib.Path) -> list[tuple[float, str]]:
 
 
 def family(module: str) -> str:
-  """A fused kernel's op chain (MLX names it by its ops, then a hash); other modules whole."""
-  m = re.match(r"(.*?)_[0-9a-f]{8,}", module)
+  """A fused kernel's op chain (MLX names it by its ops, operand kinds and dtypes, then a decimal
+  hash at the end); other modules whole."""
+  m = re.fullmatch(r"(.*)_\d{6,}", module)
   return f"fused {m.group(1)[:70]}" if m else module
 
 
