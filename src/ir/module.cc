@@ -141,4 +141,13 @@ std::span<const uint8_t> Module::own_bytes(std::vector<uint8_t> data) {
   return {owned_->back().data(), owned_->back().size()};
 }
 
+const Func* enclosing_func(const Module& m, const Op& op) {
+  for (const Func& f : m.funcs) {
+    bool found = false;
+    walk(f.body, [&](const Op& o) { found = found || &o == &op; });
+    if (found) return &f;
+  }
+  return nullptr;
+}
+
 }  // namespace jaxmlx::ir

@@ -174,4 +174,7 @@ void walk(const Region& region, Fn&& fn) {
     }
 }
 
+// The func of `m` whose body (nested regions included) holds `op`; null if none does.
+const Func* enclosing_func(const Module& m, const Op& op);
+
 }  // namespace jaxmlx::ir

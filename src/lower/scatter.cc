@@ -366,16 +366,6 @@ mx::array scatter_with(Combiner c, const mx::array& a, const std::vector<mx::arr
   }
 }
 
-// The func whose body (nested regions included) holds `op`; null if none.
-const ir::Func* enclosing_func(const ir::Module& m, const ir::Op& op) {
-  for (const ir::Func& f : m.funcs) {
-    bool found = false;
-    ir::walk(f.body, [&](const ir::Op& o) { found = found || &o == &op; });
-    if (found) return &f;
-  }
-  return nullptr;
-}
-
 // The scatter body, with the constants it uses from outside cloned into it: jax's canonicalizer
 // hoists a body's constants into the func, and apply_body_elementwise only sees values defined
 // in the body it runs.
@@ -393,7 +383,7 @@ StatusOr<ir::Region> body_with_constants(LowerContext& ctx, const ir::Op& op) {
       if (!inside.count(v.id)) outside.push_back(v.id);
   if (outside.empty()) return body;
   std::unordered_map<uint32_t, const ir::Op*> constants;
-  if (const ir::Func* f = enclosing_func(ctx.module(), op))
+  if (const ir::Func* f = ir::enclosing_func(ctx.module(), op))
     ir::walk(f->body, [&](const ir::Op& o) {
       if (o.kind == ir::OpKind::kConstant && o.results.size() == 1) constants[o.results[0].id] = &o;
     });

@@ -573,16 +573,6 @@ StatusOr<Values> sort_by(LowerContext& ctx, const ir::Op& op, const ir::Block& b
   return out;
 }
 
-// The func whose body (nested regions included) holds `op`; null if none does.
-const ir::Func* enclosing_func(const ir::Module& m, const ir::Op& op) {
-  for (const ir::Func& f : m.funcs) {
-    bool found = false;
-    ir::walk(f.body, [&](const ir::Op& o) { found = found || &o == &op; });
-    if (found) return &f;
-  }
-  return nullptr;
-}
-
 StatusOr<Values> lower_sort(LowerContext& ctx, const ir::Op& op, const Values& in) {
   if (in.empty() || in.size() != op.results.size() || op.regions.size() != 1 ||
       op.regions[0].blocks.size() != 1)
@@ -596,7 +586,7 @@ StatusOr<Values> lower_sort(LowerContext& ctx, const ir::Op& op, const Values& i
   int64_t dim = op.get_i64("dimension", 0);
   if (dim < 0) dim += rank;
   if (dim < 0 || dim >= rank) return ctx.malformed(op, "sort dimension out of range");
-  return sort_by(ctx, op, op.regions[0].entry(), enclosing_func(ctx.module(), op), in, types,
+  return sort_by(ctx, op, op.regions[0].entry(), ir::enclosing_func(ctx.module(), op), in, types,
                  static_cast<int>(dim));
 }
 
