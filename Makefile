@@ -111,10 +111,13 @@ ASAN_CTEST_ENV := ASAN_OPTIONS=allocator_may_return_null=1:detect_stack_use_afte
 #   allocator_may_return_null=1: as for ctest (tests/test_memory.py asks for 1 TB).
 # tests/test_malformed_programs.py runs this build's jaxmlx-mutate-compile: out-of-bounds reads and
 # integer overflows that malformed attributes cause are reports here, not silent as without ASan.
+# JAXMLX_TEST_SANITIZER_BUILD=1: tests that compare our fused kernels with MLX's bit for bit let a
+# two-NaN op's NaN be either operand's (tests/ops/test_cpu_fusion.py says why).
 ASAN_PY_ENV = LD_PRELOAD="$(LIBASAN) $(LIBSTDCXX)" \
   ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 $(UBSAN_ENV) \
   JAX_MLX_LIBRARY_PATH=$(CURDIR)/$(ASAN_BUILD)/src/pjrt/libjax_mlx_pjrt.so \
-  JAXMLX_MUTATE_TOOL=$(CURDIR)/$(ASAN_BUILD)/tools/jaxmlx-mutate-compile
+  JAXMLX_MUTATE_TOOL=$(CURDIR)/$(ASAN_BUILD)/tools/jaxmlx-mutate-compile \
+  JAXMLX_TEST_SANITIZER_BUILD=1
 TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(SAN_DIR)/tsan.supp
 
 .PHONY: soak asan tsan

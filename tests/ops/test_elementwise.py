@@ -243,3 +243,32 @@ def test_max_min_with_a_constant_keep_the_bits(name, dt):
     nan = jnp.isnan(r)
     return nan, jnp.where(nan, bits(0), lax.bitcast_convert_type(r, bits))
   check(f, x)
+
+
+# ---- NaN operands' bits (README, "Known differences") ------------------------------------------
+def _f32(*bits):
+  return np.array(bits, np.uint32).view(np.float32)
+
+
+# One NaN operand: its bits, quieted, as XLA's CPU gives them. Two: XLA's CPU gives the first's.
+# So do ours for sub and div; add and mul commute, and then ours carry whichever operand the C++
+# compiler put first in the instruction (MLX's kernels: the second's).
+NAN_A = _f32(0x7FC00000, 0xFFC00000, 0x7F800001, 0x3F800000, 0x3F800000,
+             0xFFC00000, 0x7FC00000, 0x7FC00001, 0xFFC00003)
+NAN_B = _f32(0x3F800000, 0x3F800000, 0x3F800000, 0xFFC00000, 0x7FC00005,
+             0x7FC00000, 0xFFC00000, 0xFFC00002, 0x7F800004)
+ONE_NAN, TWO_NANS = slice(0, 5), slice(5, None)
+
+
+@pytest.mark.parametrize("name", ["sub", "div"])
+def test_nan_operands_bits_exact(name):
+  check(BINARY[name][0], NAN_A, NAN_B, exact=True)
+
+
+@pytest.mark.parametrize("name", ["add", "mul"])
+def test_nan_operands_bits_of_commuting_ops(name):
+  got = check(BINARY[name][0], NAN_A, NAN_B, exact=True, nan_payloads=False).view(np.uint32)
+  quiet_a, quiet_b = NAN_A.view(np.uint32) | 0x00400000, NAN_B.view(np.uint32) | 0x00400000
+  np.testing.assert_array_equal(got[ONE_NAN], np.where(np.isnan(NAN_A), quiet_a, quiet_b)[ONE_NAN])
+  either = (got[TWO_NANS] == quiet_a[TWO_NANS]) | (got[TWO_NANS] == quiet_b[TWO_NANS])
+  assert either.all(), [hex(v) for v in got[TWO_NANS]]
