@@ -17,7 +17,10 @@
 
 // Platform-specific: x86-64 Linux with GCC (ifunc resolution); other platforms (arm64 macOS,
 // where FMA is always there) build the loop once.
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
+// Not under ThreadSanitizer: GCC instruments the ifunc resolver too, which then runs during
+// relocation, before TSan's runtime is up, and crashes every binary at start.
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
 #define JAXMLX_FMA_CLONES __attribute__((target_clones("fma", "default")))
 #else
 #define JAXMLX_FMA_CLONES

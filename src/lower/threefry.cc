@@ -18,7 +18,10 @@
 
 // Platform-specific: x86-64 Linux with GCC (ifunc resolution) builds the loop twice, with AVX2
 // (eight lanes per rotate) and without; other platforms build it once.
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
+// Not under ThreadSanitizer: GCC instruments the ifunc resolver too, which then runs during
+// relocation, before TSan's runtime is up, and crashes every binary at start.
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
 #define JAXMLX_THREEFRY_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define JAXMLX_THREEFRY_CLONES
