@@ -172,6 +172,28 @@ TEST(Verifier, MissingRegion) {
       << verify(m).message();
 }
 
+TEST(Verifier, VariadicOperandsTheLoweringsIndex) {
+  // A dynamic_update_slice left with its operand alone (found by jaxmlx-mutate-compile under
+  // ASan: the lowering read the update's type past the operand list).
+  Module m = add_module();
+  Op& op = m.funcs[0].body.blocks[0].ops[0];
+  op.kind = OpKind::kDynamicUpdateSlice;
+  op.operands.pop_back();
+  EXPECT_NE(verify(m).message().find("has 1 operands, expected at least 2 (the operand and the "
+                                     "update)"),
+            std::string::npos)
+      << verify(m).message();
+  // Two operands are a dynamic_update_slice of rank 0, and a reduce of one input.
+  Module ok = add_module();
+  ok.funcs[0].body.blocks[0].ops[0].kind = OpKind::kDynamicUpdateSlice;
+  EXPECT_TRUE(verify(ok).ok()) << verify(ok).message();
+  Module scatter = add_module();
+  scatter.funcs[0].body.blocks[0].ops[0].kind = OpKind::kScatter;
+  scatter.funcs[0].body.blocks[0].ops[0].regions.emplace_back();
+  EXPECT_NE(verify(scatter).message().find("expected at least 3"), std::string::npos)
+      << verify(scatter).message();
+}
+
 TEST(Module, MoveKeepsPointers) {
   Module m = add_module();
   const Location* loc = m.funcs[0].entry().ops[0].loc;

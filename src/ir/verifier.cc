@@ -82,7 +82,36 @@ class Verifier {
     };
     RETURN_IF_ERROR(check(op_kind_num_operands(o.kind), o.operands.size(), "operands"));
     RETURN_IF_ERROR(check(op_kind_num_results(o.kind), o.results.size(), "results"));
-    return check(op_kind_num_regions(o.kind), o.regions.size(), "regions");
+    RETURN_IF_ERROR(check(op_kind_num_regions(o.kind), o.regions.size(), "regions"));
+    return variadic_operands(o);
+  }
+
+  // The operand lists of variadic ops that the lowerings index into: at least the operands the
+  // spec's signature names, and inputs paired with init values (reduce) or updates (scatter).
+  Status variadic_operands(const Op& o) {
+    const size_t n = o.operands.size();
+    auto at_least = [&](size_t want, const char* what) -> Status {
+      if (n < want)
+        return fail(o, "has " + std::to_string(n) + " operands, expected at least " +
+                           std::to_string(want) + " (" + what + ")");
+      return Status();
+    };
+    switch (o.kind) {
+      case OpKind::kConcatenate: return at_least(1, "an input");
+      case OpKind::kSort: return at_least(1, "an input");
+      case OpKind::kDynamicSlice: return at_least(1, "the operand");
+      case OpKind::kDynamicUpdateSlice: return at_least(2, "the operand and the update");
+      case OpKind::kReduce:
+      case OpKind::kReduceWindow:
+        RETURN_IF_ERROR(at_least(2, "an input and its init value"));
+        if (n % 2 != 0) return fail(o, "has an odd number of operands: inputs and init values pair");
+        return Status();
+      case OpKind::kScatter:
+        RETURN_IF_ERROR(at_least(3, "an input, the indices and an update"));
+        if (n % 2 != 1) return fail(o, "has an even number of operands: inputs and updates pair");
+        return Status();
+      default: return Status();
+    }
   }
 
   // Dense elements hold the data their type says (one element for a splat). Only a constant's
