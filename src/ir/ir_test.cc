@@ -183,10 +183,18 @@ TEST(Verifier, VariadicOperandsTheLoweringsIndex) {
                                      "update)"),
             std::string::npos)
       << verify(m).message();
-  // Two operands are a dynamic_update_slice of rank 0, and a reduce of one input.
+  // Two operands are a dynamic_update_slice of rank 0.
   Module ok = add_module();
   ok.funcs[0].body.blocks[0].ops[0].kind = OpKind::kDynamicUpdateSlice;
   EXPECT_TRUE(verify(ok).ok()) << verify(ok).message();
+  // A reduce's inputs pair with its init values.
+  Module reduce = add_module();
+  Op& r = reduce.funcs[0].body.blocks[0].ops[0];
+  r.kind = OpKind::kReduce;
+  r.regions.emplace_back();
+  r.operands.push_back(r.operands[0]);
+  EXPECT_NE(verify(reduce).message().find("odd number of operands"), std::string::npos)
+      << verify(reduce).message();
   Module scatter = add_module();
   scatter.funcs[0].body.blocks[0].ops[0].kind = OpKind::kScatter;
   scatter.funcs[0].body.blocks[0].ops[0].regions.emplace_back();
