@@ -247,6 +247,25 @@ def test_sharding_annotations():
   np.testing.assert_allclose(got, np.sin(x) * 2, rtol=2e-6, atol=1e-6)
 
 
+def test_shard_alike():
+  # jax.experimental.shard_alike writes sdy.sharding_group, an op without a result: on one device
+  # nothing to do. Both results are the values themselves, as on jax's CPU backend.
+  from jax.experimental.shard_alike import shard_alike
+
+  def f(x, y):
+    a, b = shard_alike(jnp.sin(x), y * 2)
+    return a + 1, b - 1
+
+  x, y = randn(4, 3), randn(4, 3)
+  cpu = jax.devices("cpu")[0]
+  want = jax.jit(f)(jax.device_put(x, cpu), jax.device_put(y, cpu))
+  mlx = jax.devices("mlx")[0]
+  text = jax.jit(f).lower(x, y).as_text()
+  assert "sharding_group" in text or not jax.config.jax_use_shardy_partitioner, text
+  got = jax.jit(f)(jax.device_put(x, mlx), jax.device_put(y, mlx))
+  assert_same([np.asarray(g) for g in got], [np.asarray(w) for w in want])
+
+
 def test_unknown_custom_call_is_named():
   # jnp.linalg.qr lowers to custom_call @Qr (LAPACK-style) on a plugin platform: until a rule
   # exists, compiling must fail naming the target, never compute something else.

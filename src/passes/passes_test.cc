@@ -235,6 +235,22 @@ TEST(DropSharding, AnnotationsBecomeIdentities) {
   EXPECT_EQ(body.ops[0].operands[1].id, x.id);
 }
 
+TEST(DropSharding, ShardingGroupsAreDropped) {
+  ir::Module m;
+  Builder b{m};
+  b.func("main", 1, 1, false);
+  ir::Value x = b.f->args()[0];
+  ir::Value y = b.op(OpKind::kNegate, {x}, 1).results[0];
+  b.generic("sdy.sharding_group", {x}, 0);
+  b.generic("sdy.sharding_group", {y}, 0);
+  b.ret({y});
+  ASSERT_TRUE(drop_sharding(m).ok());
+  ASSERT_TRUE(ir::verify(m).ok()) << ir::print_module(m);
+  const ir::Block& body = m.funcs[0].entry();
+  ASSERT_EQ(body.ops.size(), 2u);
+  EXPECT_EQ(body.ops[0].kind, OpKind::kNegate);
+}
+
 TEST(DropSharding, ManualComputationIsInlined) {
   ir::Module m;
   Builder b{m};

@@ -1,4 +1,5 @@
-// drop_sharding: on one device every sharding annotation is an identity.
+// drop_sharding: on one device every sharding annotation is an identity (or, without a result,
+// nothing).
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -27,6 +28,13 @@ bool is_identity_annotation(const ir::Op& op) {
   return false;
 }
 
+// sdy.sharding_group (jax.experimental.shard_alike): asks that its operand be sharded like the
+// others of its group. It has no result, so on one device there is nothing to keep.
+bool is_sharding_group(const ir::Op& op) {
+  return op.kind == ir::OpKind::kGeneric && op.generic_name == "sdy.sharding_group" &&
+         op.results.empty() && op.regions.empty();
+}
+
 // sdy.manual_computation over a single device: its body runs once on the whole arrays.
 bool is_trivial_manual_computation(const ir::Op& op) {
   if (op.kind != ir::OpKind::kGeneric || op.generic_name != "sdy.manual_computation") return false;
@@ -48,6 +56,7 @@ void drop_in_region(ir::Region& r, std::unordered_map<uint32_t, ir::Value>& subs
     out.reserve(b.ops.size());
     for (ir::Op& op : b.ops) {
       for (ir::Region& nested : op.regions) drop_in_region(nested, subst);
+      if (is_sharding_group(op)) continue;
       if (is_identity_annotation(op)) {
         for (size_t i = 0; i < op.results.size(); ++i) subst[op.results[i].id] = op.operands[i];
         continue;
