@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/cost.h"
 #include "ir/module.h"
 #include "ir/printer.h"
 #include "pjrt/element_types.h"
@@ -479,6 +480,9 @@ int main(int argc, char** argv) {
         // A loop whose bound a change made huge runs as long as the program says: those are
         // compiled, not run.
         const bool loops = has_loop(*module);
+        // PJRT_Client_Compile counts the cost (ir/cost.h) before the verifier has seen it.
+        const ir::Cost cost = ir::program_cost(*module);
+        if (!(cost.flops >= 0)) std::fprintf(stderr, "  negative or NaN flops\n");
         StatusOr<std::shared_ptr<runtime::Executable>> exe =
             runtime::Executable::compile(worker, std::move(*module));
         if (!exe.ok()) {

@@ -1,5 +1,8 @@
+#include <cmath>
+
 #include <gtest/gtest.h>
 
+#include "ir/cost.h"
 #include "ir/json.h"
 #include "ir/module.h"
 #include "ir/printer.h"
@@ -200,6 +203,79 @@ TEST(Verifier, VariadicOperandsTheLoweringsIndex) {
   scatter.funcs[0].body.blocks[0].ops[0].regions.emplace_back();
   EXPECT_NE(verify(scatter).message().find("expected at least 3"), std::string::npos)
       << verify(scatter).message();
+}
+
+TEST(Cost, AddsOfMainAndItsCalls) {
+  Module m = add_module();
+  EXPECT_EQ(program_cost(m).flops, 4);
+  EXPECT_EQ(program_cost(m).bytes_accessed, 3 * 16);  // two f32[4] read, one written
+  EXPECT_EQ(program_cost(Module{}).flops, 0);           // no main
+}
+
+TEST(Cost, CallsFanningOutOrRecursingAreCountedOnce) {
+  // f0 (main) calls f1 twice, f1 calls f2 twice, ... f60 calls itself: counted by walking each
+  // func once (2^60 calls if followed), and the recursion counts nothing more.
+  Module m;
+  const Type* t = m.types().tensor(ElementType::kF32, {4});
+  constexpr int kFuncs = 61;
+  for (int i = 0; i < kFuncs; ++i) {
+    Func f;
+    f.name = i == 0 ? "main" : "f" + std::to_string(i);
+    Block& b = f.body.blocks.emplace_back();
+    b.args.push_back({0, t});
+    const std::string callee = i + 1 < kFuncs ? "f" + std::to_string(i + 1) : f.name;
+    for (int c = 0; c < 2; ++c) {
+      Op call;
+      call.kind = OpKind::kFuncCall;
+      call.operands = {{0, t}};
+      call.results = {{static_cast<uint32_t>(1 + c), t}};
+      call.set_attr("callee", SymbolRefAttr{callee});
+      call.loc = m.unknown_location();
+      b.ops.push_back(std::move(call));
+    }
+    Op neg;
+    neg.kind = OpKind::kNegate;
+    neg.operands = {{1, t}};
+    neg.results = {{3, t}};
+    neg.loc = m.unknown_location();
+    b.ops.push_back(std::move(neg));
+    f.num_values = 4;
+    m.funcs.push_back(std::move(f));
+  }
+  const Cost c = program_cost(m);
+  EXPECT_GT(c.flops, 0);
+  EXPECT_TRUE(std::isfinite(c.flops));
+}
+
+TEST(Cost, MalformedConvolutionsAndReductionsCountWithoutReadingPastThem) {
+  Module m = add_module();
+  Op& op = m.funcs[0].body.blocks[0].ops[0];
+  // A convolution with strides and dilations near 2^63 and no dimension numbers, then with.
+  op.kind = OpKind::kConvolution;
+  const int64_t huge = int64_t{1} << 62;
+  op.set_attr("window_strides", I64ArrayAttr{{huge}});
+  op.set_attr("lhs_dilation", I64ArrayAttr{{huge}});
+  op.set_attr("rhs_dilation", I64ArrayAttr{{huge}});
+  EXPECT_EQ(program_cost(m).flops, 0);
+  ConvDims dn;
+  dn.input_batch_dimension = 0;
+  dn.input_feature_dimension = 0;
+  dn.input_spatial_dimensions = {0};
+  dn.kernel_input_feature_dimension = 0;
+  dn.kernel_output_feature_dimension = 0;
+  dn.kernel_spatial_dimensions = {0};
+  dn.output_batch_dimension = 0;
+  dn.output_feature_dimension = 0;
+  dn.output_spatial_dimensions = {0};
+  op.set_attr("dimension_numbers", dn);
+  EXPECT_TRUE(std::isfinite(program_cost(m).flops));
+  // Variadic ops with too few operands and no regions.
+  for (OpKind k : {OpKind::kReduce, OpKind::kScatter, OpKind::kSort, OpKind::kReduceWindow,
+                   OpKind::kSelectAndScatter, OpKind::kDotGeneral, OpKind::kWhile}) {
+    op.kind = k;
+    op.operands.clear();
+    EXPECT_EQ(program_cost(m).flops, 0) << static_cast<int>(k);
+  }
 }
 
 TEST(Module, MoveKeepsPointers) {

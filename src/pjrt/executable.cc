@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ir/cost.h"
 #include "pjrt/element_types.h"
 #include "pjrt/entry_points.h"
 #include "pjrt/errors.h"
@@ -32,6 +33,7 @@ struct ExecutableInfo {
   std::vector<const char*> input_kinds;
   std::vector<size_t> input_kind_sizes;
   std::vector<bool> donated;  // per input: jax marked it donated (aliased to an output)
+  std::vector<PJRT_NamedValue> cost;  // PJRT_Executable_GetCostAnalysis's properties
 };
 
 }  // namespace jaxmlx::pjrt
@@ -73,10 +75,31 @@ std::vector<bool> donated_inputs(const ir::Module& module, size_t num_inputs) {
   return donated;
 }
 
+// The properties XLA's cost analysis reports, under its names (ir/cost.h counts them).
+std::vector<PJRT_NamedValue> cost_properties(const ir::Cost& cost) {
+  std::vector<PJRT_NamedValue> props;
+  auto add = [&](std::string_view name, double value) {
+    PJRT_NamedValue v{};
+    v.struct_size = PJRT_NamedValue_STRUCT_SIZE;
+    v.name = name.data();  // string literals: process lifetime
+    v.name_size = name.size();
+    v.type = PJRT_NamedValue_kFloat;
+    v.float_value = static_cast<float>(value);
+    v.value_size = 1;
+    props.push_back(v);
+  };
+  add("flops", cost.flops);
+  add("transcendentals", cost.transcendentals);
+  add("bytes accessed", cost.bytes_accessed);
+  return props;
+}
+
 StatusOr<std::shared_ptr<ExecutableInfo>> make_info(std::shared_ptr<runtime::Executable> exec,
                                                     std::vector<bool> donated,
-                                                    std::string compile_options) {
+                                                    std::string compile_options,
+                                                    const ir::Cost& cost) {
   auto info = std::make_shared<ExecutableInfo>();
+  info->cost = cost_properties(cost);
   for (const runtime::TensorSpec& out : exec->outputs()) {
     PJRT_Buffer_Type t = pjrt_type_for(out.dtype);
     if (t == PJRT_Buffer_Type_INVALID) {
@@ -127,8 +150,9 @@ StatusOr<std::shared_ptr<ExecutableInfo>> compile_program(PJRT_Client* client,
   size_t num_inputs = 0;
   if (const ir::Func* main = module.find_func("main")) num_inputs = main->arg_types.size();
   std::vector<bool> donated = donated_inputs(module, num_inputs);
+  const ir::Cost cost = ir::program_cost(module);
   ASSIGN_OR_RETURN(auto exec, runtime::Executable::compile(client->worker, std::move(module)));
-  return make_info(std::move(exec), std::move(donated), std::move(compile_options));
+  return make_info(std::move(exec), std::move(donated), std::move(compile_options), cost);
 }
 
 StatusOr<const ExecutableInfo*> info_of(const PJRT_Executable* e) {
@@ -324,10 +348,11 @@ PJRT_Error* Executable_Fingerprint(PJRT_Executable_Fingerprint_Args* args) {
 }
 
 PJRT_Error* Executable_GetCostAnalysis(PJRT_Executable_GetCostAnalysis_Args* args) {
-  // No cost model yet: an empty property list is a valid answer.
-  return guarded(args, [&] {
-    args->num_properties = 0;
-    args->properties = nullptr;
+  return guarded(args, [&]() -> Status {
+    ASSIGN_OR_RETURN(const ExecutableInfo* info, info_of(args->executable));
+    args->num_properties = info->cost.size();
+    args->properties = info->cost.data();
+    return Status();
   });
 }
 
