@@ -68,6 +68,12 @@ bool moves_no_bytes(const Op& op) {
   }
 }
 
+// A dim as a count: a dynamic ('?', negative) or malformed one counts nothing.
+double extent(int64_t d) { return d > 0 ? static_cast<double>(d) : 0; }
+
+// NaN (infinity times zero, from a malformed program's dims) counts nothing.
+double count(double x) { return x >= 0 ? x : 0; }
+
 double log2_ceil(double n) { return n <= 1 ? 0 : std::ceil(std::log2(n)); }
 
 // (output position, kernel tap) pairs of one spatial dim that read a real input element: not
@@ -100,7 +106,7 @@ double convolution_flops(const Op& op, double& budget) {
   if (lt == nullptr || kt == nullptr || ot == nullptr) return 0;
   const size_t n = dn->input_spatial_dimensions.size();
   auto dim = [](const Type* t, int64_t d) -> int64_t {
-    return d >= 0 && d < t->rank() ? t->dims[static_cast<size_t>(d)] : 0;
+    return d >= 0 && d < t->rank() ? std::max<int64_t>(t->dims[static_cast<size_t>(d)], 0) : 0;
   };
   auto per_dim = [&](std::string_view name, int64_t fallback) {
     std::vector<int64_t> v = op.get_i64s(name);
@@ -132,12 +138,12 @@ double dot_flops(const Op& op) {
   const Type* lt = op.operands[0].type;
   double k = 1;
   if (op.kind == OpKind::kDot) {
-    if (lt->rank() > 0) k = static_cast<double>(lt->dims.back());
+    if (lt->rank() > 0) k = extent(lt->dims.back());
   } else if (const auto* dd = op.attr<DotDims>("dot_dimension_numbers")) {
     for (int64_t d : dd->lhs_contracting_dimensions)
-      if (d >= 0 && d < lt->rank()) k *= static_cast<double>(lt->dims[static_cast<size_t>(d)]);
+      if (d >= 0 && d < lt->rank()) k *= extent(lt->dims[static_cast<size_t>(d)]);
   }
-  return 2 * elements(op.results[0]) * std::max(k, 0.0);
+  return 2 * elements(op.results[0]) * k;
 }
 
 class Counter {
@@ -188,13 +194,13 @@ class Counter {
       }
       case OpKind::kReduceWindow: {
         double window = 1;
-        for (int64_t d : op.get_i64s("window_dimensions")) window *= static_cast<double>(d);
+        for (int64_t d : op.get_i64s("window_dimensions")) window *= extent(d);
         c.flops += out * std::max(window - 1, 0.0) * body_flops(op, 0, depth);
         break;
       }
       case OpKind::kSelectAndScatter: {
         double window = 1;
-        for (int64_t d : op.get_i64s("window_dimensions")) window *= static_cast<double>(d);
+        for (int64_t d : op.get_i64s("window_dimensions")) window *= extent(d);
         const double source = op.operands.size() > 1 ? elements(op.operands[1]) : 0;
         c.flops += source * window * body_flops(op, 0, depth) + source * body_flops(op, 1, depth);
         break;
@@ -235,6 +241,9 @@ class Counter {
       default:
         break;
     }
+    c.flops = count(c.flops);
+    c.transcendentals = count(c.transcendentals);
+    c.bytes_accessed = count(c.bytes_accessed);
     return c;
   }
 

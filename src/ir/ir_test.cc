@@ -269,6 +269,21 @@ TEST(Cost, MalformedConvolutionsAndReductionsCountWithoutReadingPastThem) {
   dn.output_spatial_dimensions = {0};
   op.set_attr("dimension_numbers", dn);
   EXPECT_TRUE(std::isfinite(program_cost(m).flops));
+  // Dynamic ('?') dims and windows whose size overflows: counts, never negative or NaN.
+  op.operands[0].type = m.types().tensor(ElementType::kF32, {kDynamic, 4});
+  op.kind = OpKind::kDotGeneral;
+  DotDims dd;
+  dd.lhs_contracting_dimensions = {0};
+  dd.rhs_contracting_dimensions = {0};
+  op.set_attr("dot_dimension_numbers", dd);
+  EXPECT_GE(program_cost(m).flops, 0);
+  op.kind = OpKind::kReduceWindow;
+  op.set_attr("window_dimensions", I64ArrayAttr{std::vector<int64_t>(17, huge)});  // 2^1054
+  op.regions.emplace_back();  // a body of no flops: infinity times zero
+  EXPECT_GE(program_cost(m).flops, 0);
+  op.set_attr("window_dimensions", I64ArrayAttr{{-3, 2}});
+  EXPECT_GE(program_cost(m).flops, 0);
+  op.regions.clear();
   // Variadic ops with too few operands and no regions.
   for (OpKind k : {OpKind::kReduce, OpKind::kScatter, OpKind::kSort, OpKind::kReduceWindow,
                    OpKind::kSelectAndScatter, OpKind::kDotGeneral, OpKind::kWhile}) {
