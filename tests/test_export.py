@@ -139,6 +139,40 @@ def test_shape_polymorphic_two_dims():
     assert_same(_call_on(jax.devices("mlx")[0], restored, x), _cpu(fn, x), exact=True)
 
 
+def _linalg(a, b):
+  # Each lowers through one of our jaxmlx.* custom calls (python/jax_plugins/mlx/linalg_rules.py):
+  # solve and det through lu, eigvalsh through eigh, singular values through svd.
+  spd = a @ jnp.swapaxes(a, -1, -2) + 4 * jnp.eye(a.shape[-1], dtype=a.dtype)
+  return (jnp.linalg.solve(spd, b), jnp.linalg.det(spd), jnp.linalg.eigvalsh(spd),
+          jnp.linalg.svd(a, compute_uv=False))
+
+
+@pytest.mark.parametrize("polymorphic", [False, True], ids=["static", "symbolic_batch"])
+def test_export_linear_algebra(polymorphic):
+  # jax.export refuses custom calls it does not know to be stable; ours are registered as
+  # such, and with a symbolic batch dim their result shapes travel as shape operands that
+  # jax's refinement resolves when the export is called.
+  batch = jax.export.symbolic_shape("b")[0] if polymorphic else 3
+  exp = jax.export.export(jax.jit(_linalg), platforms=["mlx"])(
+      jax.ShapeDtypeStruct((batch, 4, 4), np.float32),
+      jax.ShapeDtypeStruct((batch, 4, 2), np.float32))
+  text = exp.mlir_module()
+  assert "jaxmlx.lu" in text and "jaxmlx.eigh" in text and "jaxmlx.svd" in text
+  assert ("indices_of_shape_operands" in text) == polymorphic
+  restored = jax.export.deserialize(exp.serialize())
+  for n in ([1, 3, 5] if polymorphic else [3]):
+    a, b = _values((n, 4, 4), np.float32), _values((n, 4, 2), np.float32, seed=1)
+    assert_same(_call_on(jax.devices("mlx")[0], restored, a, b), _cpu(_linalg, a, b),
+                rtol=2e-4, atol=2e-4)
+
+
+def test_export_left_eigenvectors_still_refused():
+  with pytest.raises(NotImplementedError, match="compute_left_eigenvectors"):
+    jax.export.export(
+        jax.jit(lambda a: jax.lax.linalg.eig(a, compute_left_eigenvectors=True)),
+        platforms=["mlx"])(jax.ShapeDtypeStruct((3, 3), np.float32))
+
+
 # ---- composites ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32],

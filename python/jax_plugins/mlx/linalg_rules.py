@@ -5,8 +5,8 @@ eigh), schur, hessenberg or tridiagonal, and lowers lu and lu_pivots_to_permutat
 gathers and scatters. These rules emit our own custom calls instead, which
 src/lower/linalg.cc implements with MLX's routines:
 
-    jaxmlx.eigh(a) -> (v, w)                  backend_config "lower=L,lo=I,hi=J"
-    jaxmlx.svd(a) -> (s[, u, vt])             "full=F,uv=U,lo=I,hi=J"
+    jaxmlx.eigh(a) -> (v, w)                  backend_config "lower=L,lo=I[,hi=J]"
+    jaxmlx.svd(a) -> (s[, u, vt])             "full=F,uv=U,lo=I[,hi=J]"
     jaxmlx.eig(a) -> (w[, vr])                "vr=R"
     jaxmlx.lu(a) -> (lu, pivots, permutation)
     jaxmlx.lu_pivots_to_permutation(p) -> permutation
@@ -17,7 +17,10 @@ src/lower/linalg.cc implements with MLX's routines:
 tridiagonal_solve with perturb_singular=True (eigh_tridiagonal's inverse iteration), which jax
 refuses on platforms without jaxlib's CPU or GPU kernel, is that kernel's algorithm in jax ops.
 
-(backend_config is a string of comma-separated integer settings.) cholesky, triangular_solve
+(backend_config is a string of comma-separated integer settings; without hi, every eigenvalue or
+singular value. With symbolic dims (jax.export with shape polymorphism) the result shapes follow
+the operands as shape operands, `indices_of_shape_operands`, which jax's shape refinement reads
+when the export is called; the targets are registered as stable for jax.export, see TARGETS.) cholesky, triangular_solve
 and qr need no rule here: jax's default lowerings (stablehlo.cholesky, stablehlo.triangular_solve,
 the Qr / ProductOfElementaryHouseholderReflectors custom calls) are implemented in C++.
 hessenberg, tridiagonal and geqp3 are built from Householder reflectors in C++; schur (which needs a
@@ -32,11 +35,16 @@ from jax._src.lax import linalg as lax_linalg
 
 
 def _custom_call(ctx, target, operands, config=""):
-  if any(not core.is_constant_shape(a.shape) for a in (*ctx.avals_in, *ctx.avals_out)):
-    raise NotImplementedError(f"jax-mlx: {target} with dynamic shapes is not supported")
   result_types = [mlir.aval_to_ir_type(ctx.module_context, a) for a in ctx.avals_out]
+  result_shapes = None
+  if any(not core.is_constant_shape(a.shape) for a in (*ctx.avals_in, *ctx.avals_out)):
+    # Symbolic dims (jax.export with shape polymorphism): the result shapes travel as operands
+    # (indices_of_shape_operands) that jax's shape refinement reads when the exported function
+    # is called at concrete shapes; src/lower/linalg.cc then sees static types and reads only
+    # the leading operands.
+    result_shapes = [mlir.eval_dynamic_shape_as_tensor(ctx, a.shape) for a in ctx.avals_out]
   op = mlir.custom_call(target, result_types=result_types, operands=list(operands),
-                        backend_config=config, api_version=1)
+                        backend_config=config, api_version=1, result_shapes=result_shapes)
   return op.results
 
 
@@ -44,9 +52,9 @@ def _eigh_rule(ctx, operand, *, lower, sort_eigenvalues, subset_by_index, algori
   # MLX (LAPACK syevd) always sorts ascending, which also serves sort_eigenvalues=False; the
   # algorithm choice (QR, Jacobi, QDWH) does not change the result's definition.
   del sort_eigenvalues, algorithm
-  n = ctx.avals_in[0].shape[-1]
-  lo, hi = (0, n) if subset_by_index is None else subset_by_index
-  return _custom_call(ctx, "jaxmlx.eigh", [operand], f"lower={int(lower)},lo={lo},hi={hi}")
+  # Without a subset, no hi: linalg.cc takes n (which may be a symbolic dim here).
+  subset = "lo=0" if subset_by_index is None else "lo={},hi={}".format(*subset_by_index)
+  return _custom_call(ctx, "jaxmlx.eigh", [operand], f"lower={int(lower)},{subset}")
 
 
 def _svd_rule(ctx, operand, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
@@ -55,8 +63,8 @@ def _svd_rule(ctx, operand, *, full_matrices, compute_uv, subset_by_index, algor
   if m == 0 or n == 0:
     return mlir.lower_fun(lax_linalg._empty_svd, multiple_results=True)(
         ctx, operand, full_matrices=full_matrices, compute_uv=compute_uv)
-  lo, hi = (0, min(m, n)) if subset_by_index is None else subset_by_index
-  config = f"full={int(full_matrices)},uv={int(compute_uv)},lo={lo},hi={hi}"
+  subset = "lo=0" if subset_by_index is None else "lo={},hi={}".format(*subset_by_index)
+  config = f"full={int(full_matrices)},uv={int(compute_uv)},{subset}"
   return _custom_call(ctx, "jaxmlx.svd", [operand], config)
 
 
@@ -204,8 +212,29 @@ def _tridiagonal_solve_rule(ctx, dl, d, du, b, *, perturb_singular):
   return mlir.lower_fun(impl, multiple_results=False)(ctx, dl, d, du, b)
 
 
+# Our custom call targets. Their operands, results and backend_config formats are a stable
+# interface (src/lower/linalg.cc keeps reading every form these rules ever wrote), so jax.export
+# may serialize them, as it does LAPACK's and cuSOLVER's targets: without this, exporting any
+# program with linear algebra on our platform fails ("custom calls whose targets have no
+# compatibility guarantees").
+TARGETS = ("jaxmlx.eigh", "jaxmlx.svd", "jaxmlx.eig", "jaxmlx.lu",
+           "jaxmlx.lu_pivots_to_permutation", "jaxmlx.hessenberg", "jaxmlx.tridiagonal",
+           "jaxmlx.geqp3")
+
+
+def _allow_export() -> None:
+  try:
+    from jax._src.export import _export
+  except ImportError:  # a jax without jax.export: nothing to allow
+    return
+  stable = getattr(_export, "_CUSTOM_CALL_TARGETS_GUARANTEED_STABLE", None)
+  if isinstance(stable, set):
+    stable.update(TARGETS)
+
+
 def register(platform: str) -> None:
   """Registers the rules above for `platform` (jax consults them before its defaults)."""
+  _allow_export()
   rules = {
       lax_linalg.eigh_p: _eigh_rule,
       lax_linalg.svd_p: _svd_rule,
