@@ -1,7 +1,7 @@
 // What a program costs, counted as XLA's HloCostAnalysis counts an HLO module, for
 // PJRT_Executable_GetCostAnalysis (jax's `compiled.cost_analysis()`: "flops", "transcendentals",
-// "bytes accessed"). Counted on the program as read, before our passes, so it does not depend
-// on how we lower it.
+// "bytes accessed"). Counted on the program as read and verified (runtime::Executable::compile),
+// before our passes, so it does not depend on how we lower it.
 //
 // - flops: one per element of each elementwise op that is not transcendental (arithmetic,
 //   comparisons, selects, conversions, bit ops); 2 per multiply-add of dot_general and

@@ -8,7 +8,6 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/cost.h"
 #include "pjrt/element_types.h"
 #include "pjrt/entry_points.h"
 #include "pjrt/errors.h"
@@ -96,10 +95,9 @@ std::vector<PJRT_NamedValue> cost_properties(const ir::Cost& cost) {
 
 StatusOr<std::shared_ptr<ExecutableInfo>> make_info(std::shared_ptr<runtime::Executable> exec,
                                                     std::vector<bool> donated,
-                                                    std::string compile_options,
-                                                    const ir::Cost& cost) {
+                                                    std::string compile_options) {
   auto info = std::make_shared<ExecutableInfo>();
-  info->cost = cost_properties(cost);
+  info->cost = cost_properties(exec->cost());
   for (const runtime::TensorSpec& out : exec->outputs()) {
     PJRT_Buffer_Type t = pjrt_type_for(out.dtype);
     if (t == PJRT_Buffer_Type_INVALID) {
@@ -150,9 +148,8 @@ StatusOr<std::shared_ptr<ExecutableInfo>> compile_program(PJRT_Client* client,
   size_t num_inputs = 0;
   if (const ir::Func* main = module.find_func("main")) num_inputs = main->arg_types.size();
   std::vector<bool> donated = donated_inputs(module, num_inputs);
-  const ir::Cost cost = ir::program_cost(module);
   ASSIGN_OR_RETURN(auto exec, runtime::Executable::compile(client->worker, std::move(module)));
-  return make_info(std::move(exec), std::move(donated), std::move(compile_options), cost);
+  return make_info(std::move(exec), std::move(donated), std::move(compile_options));
 }
 
 StatusOr<const ExecutableInfo*> info_of(const PJRT_Executable* e) {

@@ -477,8 +477,8 @@ std::optional<StatusOr<Values>> RegionCache::run(lower::Interpreter& interp,
 class ExecutableImpl final : public Executable,
                              public std::enable_shared_from_this<ExecutableImpl> {
  public:
-  ExecutableImpl(std::shared_ptr<DeviceWorker> worker, ir::Module module)
-      : worker_(std::move(worker)), module_(std::move(module)) {}
+  ExecutableImpl(std::shared_ptr<DeviceWorker> worker, ir::Module module, ir::Cost cost)
+      : worker_(std::move(worker)), module_(std::move(module)), cost_(cost) {}
 
   ~ExecutableImpl() override {
     compiled_.reset();  // out of every thread's compile cache (ReplayedFn)
@@ -504,6 +504,7 @@ class ExecutableImpl final : public Executable,
   const std::vector<TensorSpec>& inputs() const override { return inputs_; }
   const std::vector<TensorSpec>& outputs() const override { return outputs_; }
   std::string program_text() const override { return ir::print_module(module_); }
+  const ir::Cost& cost() const override { return cost_; }
 
   void execute(std::vector<std::shared_ptr<Buffer>> inputs,
                std::vector<std::shared_ptr<Buffer>> outputs, Event done,
@@ -531,6 +532,7 @@ class ExecutableImpl final : public Executable,
 
   std::shared_ptr<DeviceWorker> worker_;
   ir::Module module_;
+  ir::Cost cost_;
   const ir::Func* entry_ = nullptr;
   lower::ProgramInfo info_;
   std::string name_, fingerprint_;
@@ -1001,7 +1003,9 @@ StatusOr<std::shared_ptr<Executable>> Executable::compile(std::shared_ptr<Device
   // defined once before its uses, used as the type it was defined with, op arities): the passes
   // and lowering rules rely on it.
   RETURN_IF_ERROR(ir::verify(module));
-  auto exe = std::make_shared<ExecutableImpl>(std::move(worker), std::move(module));
+  // Counted here, on a verified program (a malformed one's attributes may claim 2^40 elements).
+  const ir::Cost cost = ir::program_cost(module);
+  auto exe = std::make_shared<ExecutableImpl>(std::move(worker), std::move(module), cost);
   RETURN_IF_ERROR(exe->init());
   return std::shared_ptr<Executable>(std::move(exe));
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "ir/cost.h"
 #include "ir/module.h"
 #include "runtime/buffer.h"
 #include "runtime/device_worker.h"
@@ -39,6 +40,9 @@ class Executable {
   virtual const std::vector<TensorSpec>& outputs() const = 0;
   // Printed IR after passes (for PJRT_Executable_OptimizedProgram / debugging).
   virtual std::string program_text() const = 0;
+  // The program's cost as XLA's cost analysis counts it (ir/cost.h), counted on the verified
+  // program before our passes.
+  virtual const ir::Cost& cost() const = 0;
 
   // Enqueues one run. `inputs` were validated by the caller (count, dtype, shape, not deleted);
   // `outputs` are pending buffers (Buffer::pending) of the output specs, filled by the worker
