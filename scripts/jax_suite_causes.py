@@ -46,15 +46,6 @@ CAUSES: list[tuple[str, str]] = [
     (r"`buffer_callback` not supported on mlx",
      "jax.experimental.buffer_callback hands XLA's device buffers to Python; jax refuses it "
      "for backends other than its own CPU and GPU ones"),
-    (r"jaxmlx\.\w+ with dynamic shapes is not supported|Symbolic dimension comparison .* is "
-     r"inconclusive",
-     "linear algebra exported with symbolic shapes (shape polymorphism) on our platform: our "
-     "rules for jax's linalg primitives (python/jax_plugins/mlx/linalg_rules.py, jaxmlx.* "
-     "custom calls) take static shapes and refuse others naming the op"),
-    (r"Cannot serialize code with custom calls whose targets have no compatibility guarantees",
-     "jax.export refuses custom calls outside its list of stable targets, and our linalg rules "
-     "lower to jaxmlx.* custom calls: exporting linear algebra from our platform needs "
-     "export's disabled_checks"),
     (r"compute_left_eigenvectors=True is not supported",
      "left eigenvectors of eig: MLX computes right ones only; refused at compile time"),
     (r"N-dimensional vectors",
