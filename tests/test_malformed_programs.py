@@ -69,6 +69,26 @@ def test_changed_programs_are_refused_or_run_never_crash(programs):
   assert cases > 1000 and refused > 0 and compiled > 0 and ran > 0
 
 
+# Cases longer searches found crashing (`jaxmlx-mutate-compile --seed S /tmp/progs`), each
+# its own reproducer: (artifact, seed, iteration) and what it did before its fix.
+FOUND = [
+    # operand 1 of a sort replaced by a value of another shape: the sorting network padded a
+    # rank-0 array along its "last" dim (segfault).
+    ("sort_argsort_bf16.1_0_0.pjrt.mlirbc", 1194, 1),
+    # a convolution's padding typed tensor<2^40x2xi64>: the cost analysis, counted before the
+    # verifier, expanded it (out of memory).
+    ("conv2d_rhs_dilation.1_0_0.pjrt.mlirbc", 1125, 2),
+]
+
+
+@pytest.mark.parametrize("name, seed, iteration", FOUND, ids=[f[0].split(".")[0] for f in FOUND])
+def test_cases_found_by_longer_searches(programs, name, seed, iteration):
+  cases, refused, _, _ = _mutate_compile("--iterations", str(iteration + 1), "--seed", str(seed),
+                                         "--only-iteration", str(iteration),
+                                         str(programs / name))
+  assert cases == 1 and refused == 1
+
+
 # StableHLO's own test module, one func per op form (../shared/testdata beside the checkout, or
 # $JAXMLX_TESTDATA): every public func compiled as the program, as it is and changed.
 TESTDATA = pathlib.Path(os.environ.get("JAXMLX_TESTDATA", REPO.parent / "shared" / "testdata"))

@@ -74,6 +74,12 @@ double extent(int64_t d) { return d > 0 ? static_cast<double>(d) : 0; }
 // NaN (infinity times zero, from a malformed program's dims) counts nothing.
 double count(double x) { return x >= 0 ? x : 0; }
 
+double window_elements(const Op& op) {
+  double n = 1;
+  for (int64_t d : op.get_i64s("window_dimensions")) n *= extent(d);
+  return n;
+}
+
 double log2_ceil(double n) { return n <= 1 ? 0 : std::ceil(std::log2(n)); }
 
 // (output position, kernel tap) pairs of one spatial dim that read a real input element: not
@@ -193,14 +199,12 @@ class Counter {
         break;
       }
       case OpKind::kReduceWindow: {
-        double window = 1;
-        for (int64_t d : op.get_i64s("window_dimensions")) window *= extent(d);
+        const double window = window_elements(op);
         c.flops += out * std::max(window - 1, 0.0) * body_flops(op, 0, depth);
         break;
       }
       case OpKind::kSelectAndScatter: {
-        double window = 1;
-        for (int64_t d : op.get_i64s("window_dimensions")) window *= extent(d);
+        const double window = window_elements(op);
         const double source = op.operands.size() > 1 ? elements(op.operands[1]) : 0;
         c.flops += source * window * body_flops(op, 0, depth) + source * body_flops(op, 1, depth);
         break;

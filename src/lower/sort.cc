@@ -581,6 +581,10 @@ StatusOr<Values> lower_sort(LowerContext& ctx, const ir::Op& op, const Values& i
   for (size_t i = 0; i < in.size(); ++i) {
     types.push_back(&operand_type(op, i));
     if (!is_static(*types.back())) return ctx.unsupported(op, "dynamic operand shape");
+    // The sorting paths index every operand by operand 0's shape.
+    if (types.back()->dims != types[0]->dims)
+      return ctx.malformed(op, "sort operands " + type_to_string(*types[0]) + " and " +
+                                   type_to_string(*types.back()) + " differ in shape");
   }
   const int rank = static_cast<int>(types[0]->dims.size());
   int64_t dim = op.get_i64("dimension", 0);
