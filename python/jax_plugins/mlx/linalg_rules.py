@@ -20,9 +20,10 @@ refuses on platforms without jaxlib's CPU or GPU kernel, is that kernel's algori
 (backend_config is a string of comma-separated integer settings; without hi, every eigenvalue or
 singular value. With symbolic dims (jax.export with shape polymorphism) the result shapes follow
 the operands as shape operands, `indices_of_shape_operands`, which jax's shape refinement reads
-when the export is called; the targets are registered as stable for jax.export, see TARGETS.) cholesky, triangular_solve
-and qr need no rule here: jax's default lowerings (stablehlo.cholesky, stablehlo.triangular_solve,
-the Qr / ProductOfElementaryHouseholderReflectors custom calls) are implemented in C++.
+when the export is called; the targets are registered as stable for jax.export, see TARGETS.)
+cholesky, triangular_solve and qr need no rule here: jax's default lowerings
+(stablehlo.cholesky, stablehlo.triangular_solve, the Qr / ProductOfElementaryHouseholderReflectors
+custom calls) are implemented in C++.
 hessenberg, tridiagonal and geqp3 are built from Householder reflectors in C++; schur (which needs a
 QR-iteration eigensolver MLX lacks) raises NotImplementedError naming the primitive.
 """
