@@ -76,10 +76,20 @@ void Thread::detach() {
 
 TaskThread::TaskThread(const char* name) {
   std::string n = name;
-  std::thread([this, n] {
+  std::thread t([this, n] {
     set_this_thread_name(n.c_str());
     loop();
-  }).detach();
+  });
+  id_ = t.get_id();
+  t.detach();
+}
+
+bool TaskThread::drain_for(std::chrono::milliseconds budget) {
+  if (std::this_thread::get_id() == id_) return true;
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> ran = done->get_future();
+  post([done] { done->set_value(); });
+  return ran.wait_for(budget) == std::future_status::ready;
 }
 
 void TaskThread::post(std::function<void()> task) {

@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -55,6 +56,9 @@ class TaskThread {
 
   // Thread-safe; never blocks on the tasks.
   void post(std::function<void()> task);
+  // Waits up to `budget` for the tasks posted so far to finish; false when they did not (a task
+  // blocked). True at once on the thread itself, which cannot wait for its own queue.
+  bool drain_for(std::chrono::milliseconds budget);
 
  private:
   ~TaskThread() = default;  // never called (see above)
@@ -63,6 +67,7 @@ class TaskThread {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;
+  std::thread::id id_;
 };
 
 // Names the calling thread for profilers and debuggers (perf, gdb, top -H, Instruments); the

@@ -3,6 +3,8 @@
 
 #include <pthread.h>
 
+#include <atomic>
+#include <chrono>
 #include <future>
 #include <string>
 #include <vector>
@@ -34,6 +36,30 @@ TEST(TaskThreadTest, RunsTasksInOrderOnOneNamedThread) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(order[i], i);
   for (const std::thread::id& id : ids) EXPECT_EQ(id, ids.front());
   EXPECT_NE(ids.front(), std::this_thread::get_id());
+}
+
+TEST(TaskThreadTest, DrainWaitsForWhatWasPostedAndGivesUpOnABlockedTask) {
+  auto* t = new TaskThread("jaxmlx-test");
+  std::atomic<bool> ran{false};
+  t->post([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ran.store(true);
+  });
+  EXPECT_TRUE(t->drain_for(std::chrono::seconds(10)));
+  EXPECT_TRUE(ran.load());
+  // On its own thread a drain cannot wait for itself.
+  std::promise<bool> inside;
+  t->post([&] { inside.set_value(t->drain_for(std::chrono::seconds(10))); });
+  EXPECT_TRUE(inside.get_future().get());
+  // A task that never ends: the drain returns false when its budget is spent.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  t->post([released] { released.wait(); });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(t->drain_for(std::chrono::milliseconds(100)));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(100));
+  release.set_value();
+  EXPECT_TRUE(t->drain_for(std::chrono::seconds(10)));
 }
 
 TEST(ThreadNameTest, LongNamesAreCutToFifteenCharacters) {

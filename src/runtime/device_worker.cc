@@ -1,11 +1,15 @@
 #include "runtime/device_worker.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 
 #include <exception>
 #include <future>
+#include <mutex>
 #include <new>
 #include <string_view>
 
@@ -64,16 +68,58 @@ Status guard(const char* what, const std::function<Status()>& fn) {
   }
 }
 
+namespace {
+
+// The process's shared worker (DeviceWorker::shared), if one is alive.
+struct SharedWorker {
+  std::mutex mu;
+  std::weak_ptr<DeviceWorker> current;
+};
+SharedWorker& shared_worker() {
+  static SharedWorker* w = new SharedWorker;  // never destroyed: the exit handler reads it
+  return *w;
+}
+
+// The process that made the threads the exit drain waits for (a forked child has none of them).
+std::atomic<pid_t> g_drain_pid{0};
+std::atomic<bool> g_completions_made{false};  // DeviceWorker::completions() was called
+
+}  // namespace
+
 std::shared_ptr<DeviceWorker> DeviceWorker::shared() {
-  static std::mutex mu;
-  static std::weak_ptr<DeviceWorker> current;
-  std::lock_guard<std::mutex> lock(mu);
-  std::shared_ptr<DeviceWorker> worker = current.lock();
+  SharedWorker& sw = shared_worker();
+  std::lock_guard<std::mutex> lock(sw.mu);
+  std::shared_ptr<DeviceWorker> worker = sw.current.lock();
   if (!worker) {
     worker = std::make_shared<DeviceWorker>();
-    current = worker;
+    sw.current = worker;
   }
   return worker;
+}
+
+TaskThread& DeviceWorker::completions() {
+  static TaskThread* t = [] {
+    g_completions_made.store(true);
+    return new TaskThread("jaxmlx-gpu-done");
+  }();
+  return *t;
+}
+
+void DeviceWorker::drain_at_exit_before_mlx() {
+  g_drain_pid.store(getpid());
+  std::atexit([] {
+    if (getpid() != g_drain_pid.load()) return;
+    constexpr std::chrono::milliseconds kBudget{1000};
+    if (g_completions_made.load()) completions().drain_for(kBudget);  // it frees runs' arrays
+    std::shared_ptr<DeviceWorker> worker;
+    {
+      SharedWorker& sw = shared_worker();
+      std::lock_guard<std::mutex> lock(sw.mu);
+      worker = sw.current.lock();
+    }
+    // A worker that could not finish is never joined: the handler leaves its reference.
+    if (worker && !worker->drain_for(kBudget)) new std::shared_ptr<DeviceWorker>(std::move(worker));
+  });
 }
 
 DeviceWorker::DeviceWorker() {
@@ -139,6 +185,10 @@ Status DeviceWorker::init_device() {
       break;
     }
     configure_memory_governor(info_.memory_bytes);
+    // MLX's allocator exists before the exit drain is registered, so the drain runs first.
+    (void)mx::get_active_memory();
+    static std::once_flag exit_drain;
+    std::call_once(exit_drain, drain_at_exit_before_mlx);
     info_.kind = gpu ? (name.empty() ? "MLX gpu" : name) : "MLX cpu";
     info_.description = gpu ? "MLX gpu (" + info_.kind + ")" : "MLX cpu";
     return Status();
@@ -208,6 +258,15 @@ void DeviceWorker::enqueue(std::function<void()> task, bool lazy) {
     wake = !lazy || queue_->deep_sleep;
   }
   if (wake) queue_->cv.notify_one();
+}
+
+bool DeviceWorker::drain_for(std::chrono::milliseconds budget) {
+  if (on_worker_thread()) return true;
+  WaitingForWorker waiting;  // jaxlib's callbacks leave our threads meanwhile (event.h)
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> ran = done->get_future();
+  post([done] { done->set_value(); });  // urgent: runs after the lazy tasks queued before it
+  return ran.wait_for(budget) == std::future_status::ready;
 }
 
 Status DeviceWorker::run_sync(const std::function<Status()>& fn) {

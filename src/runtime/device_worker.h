@@ -61,6 +61,25 @@ class DeviceWorker {
   // Runs `fn` on the worker and waits for its Status. Inline when called from the worker.
   Status run_sync(const std::function<Status()>& fn);
 
+  // Waits up to `budget` for everything queued so far (lazy tasks too) to run; false when it
+  // did not (a task blocked). True at once on the worker, which cannot wait for itself.
+  bool drain_for(std::chrono::milliseconds budget);
+
+  // At the process's exit, C++ destroys MLX's statics (its allocator and buffer cache, its
+  // streams) in the reverse order they were made, interleaved with the std::atexit handlers.
+  // A worker still running queued work then -- the frees jax posts lazily while Python
+  // finalizes run up to 2 ms later -- would use MLX while it is destroyed (a double free in
+  // MLX's buffer cache, seen under ASan). This registers a handler, run before the
+  // destructors of the MLX statics made so far, that lets the completions thread and then the
+  // shared() worker finish what is queued, waiting at most a second for each (a task waiting
+  // for a finalized Python's GIL never finishes). Called when a worker has set MLX up and
+  // after a process's first run, which makes MLX's kernel caches; idempotent at exit.
+  static void drain_at_exit_before_mlx();
+
+  // The thread that waits for the kernels of runs on MLX's CUDA backend, in the order they
+  // were issued, and then signals their outputs (runtime/executable.cc).
+  static TaskThread& completions();
+
   // For a caller that may hold Python's GIL (jaxlib compiling, asking for memory stats) and
   // waits for work it posted here: calls `wait_a_little()` (a short timed wait on that work,
   // true once it is done) until it returns true, or returns false as soon as the worker may be

@@ -338,5 +338,46 @@ TEST(DeviceWorkerNameTest, TheWorkerThreadIsNamed) {
   EXPECT_STREQ(name, "jaxmlx-worker");
 }
 
+// The exit drain (DeviceWorker::drain_at_exit_before_mlx). Each case runs in a process of its
+// own (a death test re-executing this binary), which calls exit() with work still queued.
+std::atomic<bool> g_lazy_ran{false};
+
+// A lazy free posted just before exit() would wait 2 ms (the worker ran something just now)
+// and run while exit() destroys MLX's statics. With the drain it has run before the handlers
+// registered ahead of MLX's statics -- here one registered before the worker existed.
+TEST(DeviceWorkerExitTest, QueuedWorkRunsBeforeMlxIsDestroyed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        std::atexit([] { std::_Exit(g_lazy_ran.load() ? 0 : 3); });
+        std::shared_ptr<DeviceWorker> worker = DeviceWorker::shared();
+        drain(*worker);
+        worker->post_lazy([] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          g_lazy_ran.store(true);
+        });
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// A worker that never finishes its task (one waiting for a finalized Python's GIL) delays the
+// exit by its budget, a second, and is left alone: the process still exits, with its code.
+TEST(DeviceWorkerExitTest, ABlockedWorkerDoesNotHangTheExit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EXIT(
+      {
+        std::shared_ptr<DeviceWorker> worker = DeviceWorker::shared();
+        worker->post([] {
+          std::promise<void> never;
+          never.get_future().wait();
+        });
+        std::exit(7);
+      },
+      ::testing::ExitedWithCode(7), "");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+}
+
 }  // namespace
 }  // namespace jaxmlx::runtime

@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <limits>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -309,8 +310,8 @@ bool gpu_async_enabled() {
   return v == nullptr || std::string_view(v) != "0";
 }
 
-// JAXMLX_COMPLETION_THREAD=1 completes runs on MLX's CPU as CUDA's are (gpu_completions()), so
-// that the tests of that path run where there is no GPU.
+// JAXMLX_COMPLETION_THREAD=1 completes runs on MLX's CPU as CUDA's are
+// (DeviceWorker::completions()), so that the tests of that path run where there is no GPU.
 bool completion_thread_forced() {
   static const bool forced = [] {
     const char* v = std::getenv("JAXMLX_COMPLETION_THREAD");
@@ -319,11 +320,11 @@ bool completion_thread_forced() {
   return forced;
 }
 
-// The thread that waits for the kernels of runs on MLX's CUDA backend, in the order they were
-// issued, and then signals their outputs.
-TaskThread& gpu_completions() {
-  static TaskThread* t = new TaskThread("jaxmlx-gpu-done");
-  return *t;
+// Once a process's first run is issued, MLX has made its kernel caches: the exit drain is
+// registered again, to run before their destructors too (DeviceWorker::drain_at_exit_before_mlx).
+void drain_at_exit_after_first_run() {
+  static std::once_flag once;
+  std::call_once(once, DeviceWorker::drain_at_exit_before_mlx);
 }
 
 // Replays while conditions and bodies (without nested control flow) as compiled graphs. Inputs
@@ -520,8 +521,8 @@ class ExecutableImpl final : public Executable,
   StatusOr<Values> run_compiled(const Values& args);
   StatusOr<Values> run_eager(const Values& args, bool evaluate);
   // Starts evaluating `outs` and leaves signalling to a task on MLX's CPU stream, or on CUDA to
-  // the gpu_completions() thread; false (nothing started) when some output is computed on
-  // another stream.
+  // the DeviceWorker::completions() thread; false (nothing started) when some output is
+  // computed on another stream.
   bool finish_async(Values& outs, const std::vector<std::shared_ptr<Buffer>>& outputs,
                     const Event& done);
   // The task that signals a run's `outputs` and `done` once `wait_for_kernels` returns (or
@@ -555,8 +556,8 @@ class ExecutableImpl final : public Executable,
   std::optional<Status> trial_status_;          // set once trial() ran
   bool calls_host_ = false;                      // has host callbacks
   // MLX on the CPU and CUDA: a run's outputs are signalled by a task queued behind its kernels
-  // (on MLX's CPU stream; on CUDA on the gpu_completions() thread, which waits for them), so
-  // the thread that runs it never waits for them (set in init).
+  // (on MLX's CPU stream; on CUDA on the DeviceWorker::completions() thread, which waits for
+  // them), so the thread that runs it never waits for them (set in init).
   bool async_completion_ = false;
   std::optional<mx::array> marker_seed_;  // what CUDA runs' completion markers depend on
   bool caller_runs_ = false;  // may run on the calling thread (set in init)
@@ -835,7 +836,8 @@ bool ExecutableImpl::finish_async(Values& outs, const std::vector<std::shared_pt
     Values issued = outs;
     issued.push_back(*marker);
     mx::async_eval(std::move(issued));
-    gpu_completions().post(completion(
+    drain_at_exit_after_first_run();
+    DeviceWorker::completions().post(completion(
         [marker = std::move(marker)]() mutable {
           marker->wait();
           marker.reset();  // here, before the outputs are signalled
@@ -849,6 +851,7 @@ bool ExecutableImpl::finish_async(Values& outs, const std::vector<std::shared_pt
   std::function<void()> complete =
       completion([stream] { mx::scheduler::check_error(stream); }, outs, outputs, done);
   mx::async_eval(outs);
+  drain_at_exit_after_first_run();
   mx::scheduler::enqueue(stream, std::move(complete));
   return true;
 }
