@@ -35,25 +35,6 @@ bool is_transcendental(OpKind k) {
   }
 }
 
-// Elementwise ops that compute (one flop or transcendental per element).
-bool is_elementwise(OpKind k) {
-  switch (k) {
-    case OpKind::kAbs: case OpKind::kAdd: case OpKind::kAnd: case OpKind::kCeil:
-    case OpKind::kClamp: case OpKind::kCompare: case OpKind::kComplex: case OpKind::kConvert:
-    case OpKind::kCountLeadingZeros: case OpKind::kDivide: case OpKind::kFloor:
-    case OpKind::kImag: case OpKind::kIsFinite: case OpKind::kMaximum: case OpKind::kMinimum:
-    case OpKind::kMultiply: case OpKind::kNegate: case OpKind::kNot: case OpKind::kOr:
-    case OpKind::kPopcnt: case OpKind::kReal: case OpKind::kReducePrecision:
-    case OpKind::kRemainder: case OpKind::kRoundNearestAfz: case OpKind::kRoundNearestEven:
-    case OpKind::kSelect: case OpKind::kShiftLeft: case OpKind::kShiftRightArithmetic:
-    case OpKind::kShiftRightLogical: case OpKind::kSign: case OpKind::kSubtract:
-    case OpKind::kXor:
-      return true;
-    default:
-      return is_transcendental(k);
-  }
-}
-
 // Ops that move no data of their own: views, names, constants and control.
 bool moves_no_bytes(const Op& op) {
   switch (op.kind) {
@@ -178,7 +159,7 @@ class Counter {
       for (const Value& v : op.results) c.bytes_accessed += bytes(v);
     }
     const double out = op.results.empty() ? 0 : elements(op.results[0]);
-    if (is_elementwise(op.kind)) {
+    if (op_kind_is_elementwise(op.kind)) {  // a flop or a transcendental per element
       if (is_transcendental(op.kind)) c.transcendentals += out;
       else c.flops += out;
       if (op.kind == OpKind::kLogistic) c.flops += 3 * out;  // 1 / (1 + exp(-x))

@@ -76,6 +76,28 @@ TEST(OpKinds, TableRoundTrips) {
   }
 }
 
+// The elementwise column (the one list cost analysis, the emulated types and constant hoisting
+// read): fixed-arity ops with one result and no regions, and none of the data movers.
+TEST(OpKinds, ElementwiseColumn) {
+  for (OpKind k : {OpKind::kAdd, OpKind::kSelect, OpKind::kConvert, OpKind::kLogistic,
+                   OpKind::kReducePrecision, OpKind::kShiftRightLogical, OpKind::kAtan2})
+    EXPECT_TRUE(op_kind_is_elementwise(k)) << op_kind_name(k);
+  for (OpKind k : {OpKind::kBroadcastInDim, OpKind::kReshape, OpKind::kTranspose,
+                   OpKind::kBitcastConvert, OpKind::kDot, OpKind::kReduce, OpKind::kMap,
+                   OpKind::kIota, OpKind::kConstant, OpKind::kGeneric})
+    EXPECT_FALSE(op_kind_is_elementwise(k)) << op_kind_name(k);
+  int n = 0;
+  for (int i = 0; i < kNumOpKinds; ++i) {
+    auto k = static_cast<OpKind>(i);
+    if (!op_kind_is_elementwise(k)) continue;
+    ++n;
+    EXPECT_GE(op_kind_num_operands(k), 1) << op_kind_name(k);
+    EXPECT_EQ(op_kind_num_results(k), 1) << op_kind_name(k);
+    EXPECT_EQ(op_kind_num_regions(k), 0) << op_kind_name(k);
+  }
+  EXPECT_EQ(n, 46);
+}
+
 TEST(Attributes, PrintAndAccess) {
   Op op;
   op.kind = OpKind::kTranspose;

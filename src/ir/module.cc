@@ -9,10 +9,11 @@ namespace {
 struct OpKindInfo {
   std::string_view name;
   int num_operands, num_results, num_regions;
+  bool elementwise;
 };
 
 constexpr OpKindInfo kOpKindInfo[] = {
-#define OP(kind, name, nops, nres, nreg) {name, nops, nres, nreg},
+#define OP(kind, name, nops, nres, nreg, ew) {name, nops, nres, nreg, ew != 0},
 #include "ir/ops.def"
 #undef OP
 };
@@ -25,6 +26,7 @@ std::string_view op_kind_name(OpKind k) { return kind_info(k).name; }
 int op_kind_num_operands(OpKind k) { return kind_info(k).num_operands; }
 int op_kind_num_results(OpKind k) { return kind_info(k).num_results; }
 int op_kind_num_regions(OpKind k) { return kind_info(k).num_regions; }
+bool op_kind_is_elementwise(OpKind k) { return kind_info(k).elementwise; }
 
 OpKind op_kind_from_name(std::string_view name) {
   static const auto* table = [] {

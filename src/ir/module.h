@@ -31,12 +31,12 @@
 namespace jaxmlx::ir {
 
 enum class OpKind : uint16_t {
-#define OP(kind, name, nops, nres, nreg) kind,
+#define OP(kind, name, nops, nres, nreg, ew) kind,
 #include "ir/ops.def"
 #undef OP
 };
 inline constexpr int kNumOpKinds = 0
-#define OP(kind, name, nops, nres, nreg) +1
+#define OP(kind, name, nops, nres, nreg, ew) +1
 #include "ir/ops.def"
 #undef OP
     ;
@@ -46,6 +46,9 @@ std::string_view op_kind_name(OpKind k);  // "stablehlo.add"; "" for kGeneric
 int op_kind_num_operands(OpKind k);
 int op_kind_num_results(OpKind k);
 int op_kind_num_regions(OpKind k);
+// Computes result element i from element i of each operand alone (ops.def's last column): the
+// arithmetic, logical, comparison, conversion and transcendental ops, and select.
+bool op_kind_is_elementwise(OpKind k);
 // The kind for a textual name ("stablehlo.add" -> kAdd); kGeneric when unknown.
 OpKind op_kind_from_name(std::string_view name);
 

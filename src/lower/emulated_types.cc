@@ -17,22 +17,15 @@ namespace {
 using E = ir::ElementType;
 using K = ir::OpKind;
 
-// Ops that compute on element values; everything else moves storage or has regions.
+// Ops that compute on element values; everything else moves storage or has regions (select
+// only chooses between its operands' elements).
 bool is_compute(K k) {
+  if (k == K::kSelect) return false;
+  if (ir::op_kind_is_elementwise(k)) return true;
   switch (k) {
-    case K::kAbs: case K::kAdd: case K::kAnd: case K::kAtan2: case K::kCbrt: case K::kCeil:
-    case K::kClamp: case K::kCompare: case K::kComplex: case K::kCosine:
-    case K::kCountLeadingZeros: case K::kDivide: case K::kExponential:
-    case K::kExponentialMinusOne: case K::kFloor: case K::kImag: case K::kIsFinite: case K::kLog:
-    case K::kLogPlusOne: case K::kLogistic: case K::kMaximum: case K::kMinimum:
-    case K::kMultiply: case K::kNegate: case K::kNot: case K::kOr: case K::kPopcnt:
-    case K::kPower: case K::kReal: case K::kRemainder: case K::kRoundNearestAfz:
-    case K::kRoundNearestEven: case K::kRsqrt: case K::kShiftLeft:
-    case K::kShiftRightArithmetic: case K::kShiftRightLogical: case K::kSign: case K::kSine:
-    case K::kSqrt: case K::kSubtract: case K::kTan: case K::kTanh: case K::kXor:
     case K::kDot: case K::kDotGeneral: case K::kConvolution: case K::kFft: case K::kIota:
-    case K::kReducePrecision: case K::kConvert: case K::kCholesky: case K::kTriangularSolve:
-    case K::kBatchNormGrad: case K::kBatchNormInference: case K::kBatchNormTraining:
+    case K::kCholesky: case K::kTriangularSolve: case K::kBatchNormGrad:
+    case K::kBatchNormInference: case K::kBatchNormTraining:
       return true;
     default: return false;
   }

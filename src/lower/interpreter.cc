@@ -91,22 +91,15 @@ void plan_releases(const ir::Block& b, ProgramInfo& info) {
 std::optional<int64_t> hoistable_bytes(const ir::Op& op) {
   using K = ir::OpKind;
   if (op.results.size() != 1 || !op.regions.empty()) return std::nullopt;
-  switch (op.kind) {
-    case K::kAbs: case K::kAdd: case K::kAnd: case K::kAtan2: case K::kBitcastConvert:
-    case K::kBroadcast: case K::kBroadcastInDim: case K::kCbrt: case K::kCeil: case K::kClamp:
-    case K::kCompare: case K::kComplex: case K::kConcatenate: case K::kConvert: case K::kCosine:
-    case K::kCountLeadingZeros: case K::kDivide: case K::kExponential:
-    case K::kExponentialMinusOne: case K::kFloor: case K::kImag: case K::kIota: case K::kIsFinite:
-    case K::kLog: case K::kLogPlusOne: case K::kLogistic: case K::kMaximum: case K::kMinimum:
-    case K::kMultiply: case K::kNegate: case K::kNot: case K::kOr: case K::kPad: case K::kPopcnt:
-    case K::kPower: case K::kReal: case K::kReducePrecision: case K::kRemainder: case K::kReshape:
-    case K::kReverse: case K::kRoundNearestAfz: case K::kRoundNearestEven: case K::kRsqrt:
-    case K::kSelect: case K::kShiftLeft: case K::kShiftRightArithmetic:
-    case K::kShiftRightLogical: case K::kSign: case K::kSine: case K::kSlice: case K::kSqrt:
-    case K::kSubtract: case K::kTan: case K::kTanh: case K::kTranspose: case K::kXor:
-      break;
-    default:
-      return std::nullopt;
+  if (!ir::op_kind_is_elementwise(op.kind)) {
+    switch (op.kind) {
+      case K::kBitcastConvert: case K::kBroadcast: case K::kBroadcastInDim: case K::kConcatenate:
+      case K::kIota: case K::kPad: case K::kReshape: case K::kReverse: case K::kSlice:
+      case K::kTranspose:
+        break;
+      default:
+        return std::nullopt;
+    }
   }
   // A hoisted value lives as long as the executable: only small ones (a broadcast is a view of
   // its operand and costs nothing). Dynamic shapes are never hoisted.
