@@ -95,25 +95,16 @@ double convolution_flops(const Op& op, double& budget) {
   auto dim = [](const Type* t, int64_t d) -> int64_t {
     return d >= 0 && d < t->rank() ? std::max<int64_t>(t->dims[static_cast<size_t>(d)], 0) : 0;
   };
-  auto per_dim = [&](std::string_view name, int64_t fallback) {
-    std::vector<int64_t> v = op.get_i64s(name);
-    if (v.size() != n) v.assign(n, fallback);
-    return v;
-  };
-  const std::vector<int64_t> strides = per_dim("window_strides", 1);
-  const std::vector<int64_t> lhs_dil = per_dim("lhs_dilation", 1);
-  const std::vector<int64_t> rhs_dil = per_dim("rhs_dilation", 1);
-  std::vector<int64_t> pad = op.get_i64s("padding");
-  if (pad.size() != 2 * n) pad.assign(2 * n, 0);
+  ConvWindow w;
+  if (!read_conv_window(op, n, w).empty()) return 0;
   if (dn->kernel_spatial_dimensions.size() != n || dn->output_spatial_dimensions.size() != n)
     return 0;
   double taps = 1;
   for (size_t d = 0; d < n; ++d) {
-    if (strides[d] < 1 || lhs_dil[d] < 1 || rhs_dil[d] < 1) return 0;
     taps *= valid_taps(dim(lt, dn->input_spatial_dimensions[d]),
                        dim(ot, dn->output_spatial_dimensions[d]),
-                       dim(kt, dn->kernel_spatial_dimensions[d]), strides[d], lhs_dil[d],
-                       rhs_dil[d], pad[2 * d], budget);
+                       dim(kt, dn->kernel_spatial_dimensions[d]), w.strides[d], w.lhs_dilation[d],
+                       w.rhs_dilation[d], w.pad_lo[d], budget);
   }
   return 2 * taps * static_cast<double>(dim(ot, dn->output_batch_dimension)) *
          static_cast<double>(dim(ot, dn->output_feature_dimension)) *

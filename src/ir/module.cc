@@ -85,6 +85,31 @@ std::vector<int64_t> Op::get_i64s(std::string_view n) const {
   return {};
 }
 
+std::string read_conv_window(const Op& op, size_t spatial_dims, ConvWindow& out) {
+  const size_t n = spatial_dims;
+  auto or_ones = [&](std::vector<int64_t> v) { return v.empty() ? std::vector<int64_t>(n, 1) : v; };
+  out.strides = or_ones(op.get_i64s("window_strides"));
+  out.lhs_dilation = or_ones(op.get_i64s("lhs_dilation"));
+  out.rhs_dilation = or_ones(op.get_i64s("rhs_dilation"));
+  std::vector<int64_t> pad = op.get_i64s("padding");
+  if (pad.empty()) pad.assign(2 * n, 0);
+  out.reversal.clear();
+  if (const auto* rev = op.attr<BoolArrayAttr>("window_reversal")) out.reversal = rev->values;
+  if (out.reversal.empty()) out.reversal.assign(n, false);
+  if (out.strides.size() != n || out.lhs_dilation.size() != n || out.rhs_dilation.size() != n ||
+      pad.size() != 2 * n || out.reversal.size() != n)
+    return "window attributes do not match the spatial rank";
+  out.pad_lo.clear();
+  out.pad_hi.clear();
+  for (size_t d = 0; d < n; ++d) {
+    out.pad_lo.push_back(pad[2 * d]);
+    out.pad_hi.push_back(pad[2 * d + 1]);
+    if (out.strides[d] < 1 || out.lhs_dilation[d] < 1 || out.rhs_dilation[d] < 1)
+      return "strides and dilations must be positive";
+  }
+  return "";
+}
+
 std::string_view Op::get_string(std::string_view n) const {
   const Attribute* a = find_attr(n);
   if (!a) return {};

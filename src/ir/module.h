@@ -111,6 +111,17 @@ struct Op {
   void set_attr(std::string n, Attribute v);
 };
 
+// A convolution's window attributes, one entry per spatial dim, StableHLO's defaults filled in
+// for absent ones (strides and dilations 1, no padding, no reversal).
+struct ConvWindow {
+  std::vector<int64_t> strides, lhs_dilation, rhs_dilation, pad_lo, pad_hi;
+  std::vector<bool> reversal;
+};
+// Reads them for `spatial_dims` dims into `out`: "" when they are well formed, else what is
+// wrong (a list of another length, a stride or dilation below 1). Lowering and cost analysis
+// read a convolution's window through this one reader.
+std::string read_conv_window(const Op& op, size_t spatial_dims, ConvWindow& out);
+
 enum class Visibility : uint8_t { kPublic, kPrivate, kNested };
 
 struct Func {

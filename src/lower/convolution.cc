@@ -48,27 +48,19 @@ struct ConvSpec {
 StatusOr<ConvSpec> read_spec(LowerContext& ctx, const ir::Op& op, const ir::ConvDims& dn) {
   ConvSpec s;
   s.nsp = static_cast<int>(dn.input_spatial_dimensions.size());
-  const size_t n = static_cast<size_t>(s.nsp);
-  auto or_ones = [&](std::vector<int64_t> v) { return v.empty() ? std::vector<int64_t>(n, 1) : v; };
-  s.strides = or_ones(op.get_i64s("window_strides"));
-  s.lhs_dil = or_ones(op.get_i64s("lhs_dilation"));
-  s.rhs_dil = or_ones(op.get_i64s("rhs_dilation"));
-  std::vector<int64_t> pad = op.get_i64s("padding");
-  if (pad.empty()) pad.assign(2 * n, 0);
-  if (const auto* rev = op.attr<ir::BoolArrayAttr>("window_reversal")) s.reversal = rev->values;
-  if (s.reversal.empty()) s.reversal.assign(n, false);
-  if (s.strides.size() != n || s.lhs_dil.size() != n || s.rhs_dil.size() != n ||
-      pad.size() != 2 * n || s.reversal.size() != n)
-    return ctx.malformed(op, "window attributes do not match the spatial rank");
-  for (size_t d = 0; d < n; ++d) {
-    s.pad_lo.push_back(pad[2 * d]);
-    s.pad_hi.push_back(pad[2 * d + 1]);
-    if (s.strides[d] < 1 || s.lhs_dil[d] < 1 || s.rhs_dil[d] < 1)
-      return ctx.malformed(op, "strides and dilations must be positive");
+  ir::ConvWindow w;
+  if (std::string bad = ir::read_conv_window(op, static_cast<size_t>(s.nsp), w); !bad.empty())
+    return ctx.malformed(op, bad);
+  s.strides = std::move(w.strides);
+  s.lhs_dil = std::move(w.lhs_dilation);
+  s.rhs_dil = std::move(w.rhs_dilation);
+  s.pad_lo = std::move(w.pad_lo);
+  s.pad_hi = std::move(w.pad_hi);
+  s.reversal = std::move(w.reversal);
+  for (int d = 0; d < s.nsp; ++d)
     for (int64_t v : {s.strides[d], s.lhs_dil[d], s.rhs_dil[d], s.pad_lo[d], s.pad_hi[d]})
       if (!window_attr_fits(v))
         return ctx.malformed(op, "a window stride, dilation or padding beyond 2^31");
-  }
   s.feature_groups = op.get_i64("feature_group_count", 1);
   s.batch_groups = op.get_i64("batch_group_count", 1);
   if (s.feature_groups < 1 || s.batch_groups < 1 || (s.feature_groups > 1 && s.batch_groups > 1) ||
