@@ -63,6 +63,13 @@ TEST_CAUSES: list[tuple[str, str]] = [
      "the test expects jax's NotImplementedError for an associative scan over a symbolic dim "
      "on platforms other than CPU and GPU; jax lowers cumsum on ours through reduce_window, "
      "which takes symbolic dims, so the program works"),
+    (r"compilation_cache_test\.py::",
+     "jax's persistent compilation cache is for tpu, gpu, cpu and neuron only "
+     "(compilation_cache.is_cache_used); the test class skips other platforms in setUp after "
+     "it has swapped jax's cache object, and the teardown check then fails"),
+    (r"logging_test\.py::.*test_subprocess_stderr_(info|debug)_logging",
+     "the test expects the INFO lines jax logs for the backends it fails to start (cuda, tpu); "
+     "JAX_PLATFORMS names ours and cpu, so none is tried"),
     (r"layout_test\.py::.*test_device_put_user_concrete_layout$",
      "a result asked in a layout other than row-major (device_put to a column-major Format): "
      "the plugin keeps every array row-major and refuses such a result at compile time"),
