@@ -268,6 +268,54 @@ def test_shard_alike():
   assert_same([np.asarray(g) for g in got], [np.asarray(w) for w in want])
 
 
+@pytest.mark.parametrize("collective", ["psum", "psum_scatter", "all_to_all", "ppermute",
+                                        "all_gather"])
+def test_async_collectives(collective):
+  # lax.parallel's asynchronous collectives (psum_start(x).done(), ...) lower to
+  # stablehlo.async_start around the collective and async_done: on one device the collective
+  # runs where it starts (passes/async_ops.cc). Same values as the synchronous collective on
+  # jax's CPU backend, with a matmul between start and done as jax's own tests overlap.
+  parallel = pytest.importorskip("jax._src.lax.parallel")
+  if not hasattr(parallel, "psum_start"):
+    pytest.skip("this jax has no asynchronous collectives")
+  starts = {
+      "psum": lambda x: parallel.psum_start(x, "i"),
+      "psum_scatter": lambda x: parallel.psum_scatter_start(x, "i", scatter_dimension=0,
+                                                            tiled=True),
+      "all_to_all": lambda x: parallel.all_to_all_start(x, "i", split_axis=0, concat_axis=0,
+                                                        tiled=True),
+      "ppermute": lambda x: parallel.ppermute_start(x, "i", [(0, 0)]),
+      "all_gather": lambda x: parallel.all_gather_start(x, "i", tiled=True),
+  }
+  syncs = {
+      "psum": lambda x: jax.lax.psum(x, "i"),
+      "psum_scatter": lambda x: jax.lax.psum_scatter(x, "i", scatter_dimension=0, tiled=True),
+      "all_to_all": lambda x: jax.lax.all_to_all(x, "i", 0, 0, tiled=True),
+      "ppermute": lambda x: jax.lax.ppermute(x, "i", [(0, 0)]),
+      "all_gather": lambda x: jax.lax.all_gather(x, "i", tiled=True),
+  }
+  x, a = randn(8, 4), randn(4, 4)
+
+  def run(device, body):
+    mesh = jax.sharding.Mesh(np.array([device]), ("i",))
+    f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(jax.P("i"), jax.P()),
+                              out_specs=(jax.P("i"), jax.P()), check_vma=False))
+    return f(jax.device_put(x, device), jax.device_put(a, device))
+
+  def asynchronous(x, a):
+    todo = starts[collective](x)
+    return todo.done(), a @ a
+
+  mlx = jax.devices("mlx")[0]
+  text = jax.jit(jax.shard_map(asynchronous, mesh=jax.sharding.Mesh(np.array([mlx]), ("i",)),
+                               in_specs=(jax.P("i"), jax.P()), out_specs=(jax.P("i"), jax.P()),
+                               check_vma=False)).lower(x, a).as_text()
+  assert "async_start" in text and "async_done" in text, text
+  got = run(mlx, asynchronous)
+  want = run(jax.devices("cpu")[0], lambda x, a: (syncs[collective](x), a @ a))
+  assert_same([np.asarray(g) for g in got], [np.asarray(w) for w in want])
+
+
 def test_unknown_custom_call_is_named():
   # jnp.linalg.qr lowers to custom_call @Qr (LAPACK-style) on a plugin platform: until a rule
   # exists, compiling must fail naming the target, never compute something else.

@@ -9,6 +9,8 @@
 //                     sdy.reshard, sdy.propagation_barrier, custom_call @Sharding /
 //                     @SPMDFullToShardShape / @SPMDShardToFullShape; sdy.manual_computation is
 //                     replaced by its body.
+//   inline_async_ops  stablehlo.async_start / async_done pairs (jax's psum_start(...).done() and
+//                     the other asynchronous collectives): the body runs where it starts.
 //
 // Every pass keeps value ids unique per Func (inlined values get fresh ids past num_values) and
 // leaves a Module that ir::verify accepts. Not thread-safe (mutates the Module).
@@ -30,11 +32,12 @@ struct PassOptions {
   bool inline_calls = true;
 };
 
-// Runs the passes in order (drop_sharding, recognize_threefry, inline_calls).
+// Runs the passes in order (drop_sharding, inline_async_ops, recognize_threefry, inline_calls).
 Status run_passes(ir::Module& m, const PassOptions& opts = {});
 
 Status inline_calls(ir::Module& m);
 Status drop_sharding(ir::Module& m);
+Status inline_async_ops(ir::Module& m);
 
 // Replaces every use of value id k by subst[k] in `f` (nested regions included); chains
 // (a -> b -> c) are followed.

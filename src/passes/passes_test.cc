@@ -251,6 +251,64 @@ TEST(DropSharding, ShardingGroupsAreDropped) {
   EXPECT_EQ(body.ops[0].kind, OpKind::kNegate);
 }
 
+// jax's psum_start(x).done() on one device: async_start's body takes its place and
+// async_done's result is what the body returns.
+ir::Op& async_start_of_negate(Builder& b, ir::Value x) {
+  ir::Type future;
+  future.dtype = ir::ElementType::kFuture;
+  future.is_tensor = false;
+  future.members = {b.t()};
+  ir::Op& start = b.op(OpKind::kAsyncStart, {x}, 1);
+  Builder::typed(start, b.m.types().intern(future));
+  ir::Region region;
+  region.blocks.emplace_back();
+  ir::Value arg = b.fresh();
+  region.blocks[0].args.push_back(arg);
+  std::vector<ir::Op>* saved = b.ops;
+  b.ops = &region.blocks[0].ops;
+  ir::Value n = b.op(OpKind::kNegate, {arg}, 1).results[0];
+  b.op(OpKind::kReturn, {n}, 0);
+  b.ops = saved;
+  ir::Op& placed = b.ops->back();
+  placed.regions.push_back(std::move(region));
+  return placed;
+}
+
+TEST(AsyncOps, StartAndDoneBecomeTheBody) {
+  ir::Module m;
+  Builder b{m};
+  b.func("main", 1, 1, false);
+  ir::Value x = b.f->args()[0];
+  ir::Value future = async_start_of_negate(b, x).results[0];
+  ir::Value r = b.op(OpKind::kAsyncDone, {future}, 1).results[0];
+  ir::Value y = b.op(OpKind::kAdd, {r, x}, 1).results[0];
+  b.ret({y});
+  ASSERT_TRUE(ir::verify(m).ok()) << ir::verify(m).to_string() << ir::print_module(m);
+  ASSERT_TRUE(run_passes(m).ok());
+  ASSERT_TRUE(ir::verify(m).ok()) << ir::print_module(m);
+  const ir::Block& body = m.funcs[0].entry();
+  ASSERT_EQ(body.ops.size(), 3u) << ir::print_module(m);
+  EXPECT_EQ(body.ops[0].kind, OpKind::kNegate);
+  EXPECT_EQ(body.ops[0].operands[0].id, x.id);
+  EXPECT_EQ(body.ops[1].kind, OpKind::kAdd);
+  EXPECT_EQ(body.ops[1].operands[0].id, body.ops[0].results[0].id);
+}
+
+// A future read by more than its async_done stays (and is refused when lowered).
+TEST(AsyncOps, AFutureReadTwiceIsLeftAlone) {
+  ir::Module m;
+  Builder b{m};
+  b.func("main", 1, 1, false);
+  ir::Value x = b.f->args()[0];
+  ir::Value future = async_start_of_negate(b, x).results[0];
+  ir::Value r1 = b.op(OpKind::kAsyncDone, {future}, 1).results[0];
+  ir::Value r2 = b.op(OpKind::kAsyncDone, {future}, 1).results[0];
+  b.ret({b.op(OpKind::kAdd, {r1, r2}, 1).results[0]});
+  ASSERT_TRUE(inline_async_ops(m).ok());
+  EXPECT_EQ(count_ops(m, OpKind::kAsyncStart), 1);
+  EXPECT_EQ(count_ops(m, OpKind::kAsyncDone), 2);
+}
+
 TEST(DropSharding, ManualComputationIsInlined) {
   ir::Module m;
   Builder b{m};

@@ -127,6 +127,7 @@ Status drop_sharding(ir::Module& m) {
 
 Status run_passes(ir::Module& m, const PassOptions& opts) {
   if (opts.drop_sharding) RETURN_IF_ERROR(drop_sharding(m));
+  RETURN_IF_ERROR(inline_async_ops(m));
   if (opts.threefry) RETURN_IF_ERROR(recognize_threefry(m));
   if (opts.inline_calls) RETURN_IF_ERROR(inline_calls(m));
   return Status();
