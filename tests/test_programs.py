@@ -321,6 +321,45 @@ def test_async_collectives(collective):
   assert_same([np.asarray(g) for g in got], [np.asarray(w) for w in want])
 
 
+ASYNC_CUSTOM_CALL = """
+module @m {
+  func.func public @main(%arg0: tensor<8x4xf32>) -> tensor<8x4xf32> {
+    %0 = stablehlo.custom_call @"START"(%arg0) {backend_config = "",
+      mhlo.frontend_attributes = {async_collective_config = "CONFIG"}}
+      : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %1 = stablehlo.custom_call @"DONE"(%0) {backend_config = ""} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    return %1 : tensor<8x4xf32>
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("collective,config,gives", [
+    ("collective-permute", '{"permutation": [[0, 0]], "channel_id": 1}', "x"),
+    ("collective-permute", '{"permutation": [], "channel_id": 1}', "zeros"),
+    ("all-reduce", '{"replica_groups": [[0]], "channel_id": 1, "use_global_device_ids": true}',
+     "x"),
+    ("all-gather", '{"all_gather_dim": 0, "replica_groups": [[0]], "channel_id": 1}', "x"),
+    ("reduce-scatter", '{"scatter_dimension": 0, "replica_groups": [[0]]}', "x"),
+    ("all-to-all", '{"split_dimension": 0, "concat_dimension": 0, "replica_groups": [[0]]}', "x"),
+    ("collective-permute", '{"permutation": [[0, 1]], "channel_id": 1}', "refused"),
+])
+def test_async_collective_custom_calls(collective, config, gives):
+  # jax 0.11.2's lax.parallel starts lower to XLA's `<collective>-start` / `-done` custom calls
+  # (the form its ppermute_start wrote on the H100 machine): with one participant the value
+  # itself, zeros for a permutation without (0, 0); another process is refused, named.
+  from tests.stablehlo_text import run_stablehlo
+  text = (ASYNC_CUSTOM_CALL.replace("START", collective + "-start")
+          .replace("DONE", collective + "-done").replace("CONFIG", config.replace('"', r"\22")))
+  x = randn(8, 4)
+  if gives == "refused":
+    with pytest.raises(Exception, match="process 1"):
+      run_stablehlo(text, "mlx", x)
+    return
+  (got,) = run_stablehlo(text, "mlx", x)
+  assert_same([got], [x if gives == "x" else np.zeros_like(x)])
+
+
 def test_unknown_custom_call_is_named():
   # jnp.linalg.qr lowers to custom_call @Qr (LAPACK-style) on a plugin platform: until a rule
   # exists, compiling must fail naming the target, never compute something else.

@@ -8,7 +8,17 @@
 // copies from itself: each result is its operand. collective_permute yields its operand when a
 // pair (0, 0) sends to itself, else zeros (spec: a process that receives nothing gets zeros).
 // replica_id and partition_id are 0. Any group or pair naming another process is refused.
+//
+// jax from 0.11.2 lowers lax.parallel's asynchronous collectives (psum_start(x).done(), ...) to
+// XLA's own custom calls instead of stablehlo.async_start (passes/async_ops.cc): a
+// `<collective>-start` whose JSON config (mhlo.frontend_attributes' async_collective_config)
+// names the groups or the permutation, and a `<collective>-done` giving the start's value. With
+// one participant each is its operand; a collective-permute-start without the pair (0, 0) gives
+// zeros.
+#include <cctype>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lower/util.h"
@@ -61,6 +71,57 @@ StatusOr<Values> lower_collective_permute(LowerContext& ctx, const ir::Op& op,
   return Values{mx::zeros_like(in[0])};
 }
 
+// The integers of `key`'s value in an asynchronous collective's JSON config ("replica_groups":
+// [[0]] gives {0}); nullopt when the config has no such key or its value is no list.
+std::optional<std::vector<int64_t>> config_ints(std::string_view config, std::string_view key) {
+  const std::string quoted = "\"" + std::string(key) + "\"";
+  size_t at = config.find(quoted);
+  if (at == std::string_view::npos) return std::nullopt;
+  at = config.find_first_not_of(" :", at + quoted.size());
+  if (at == std::string_view::npos || config[at] != '[') return std::nullopt;
+  std::vector<int64_t> ints;
+  int depth = 0;
+  for (size_t i = at; i < config.size(); ++i) {
+    const char c = config[i];
+    if (c == '[') ++depth;
+    if (c == ']' && --depth == 0) return ints;
+    if (c == '-' || std::isdigit(static_cast<unsigned char>(c))) {
+      size_t end = i + 1;
+      while (end < config.size() && std::isdigit(static_cast<unsigned char>(config[end]))) ++end;
+      ints.push_back(std::stoll(std::string(config.substr(i, end - i))));
+      i = end - 1;
+    }
+  }
+  return std::nullopt;  // unclosed
+}
+
+// collective-permute-start, all-reduce-start, all-gather-start, reduce-scatter-start,
+// all-to-all-start (jax >= 0.11.2).
+StatusOr<Values> lower_async_start_call(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  if (in.size() != 1) return ctx.malformed(op, "an asynchronous start of one operand");
+  RETURN_IF_ERROR(require_same_types(ctx, op));
+  std::string_view config;
+  if (const auto* fe = op.attr<ir::DictAttr>("mhlo.frontend_attributes"))
+    if (const ir::Attribute* c = fe->find("async_collective_config"))
+      if (const auto* s = c->as<ir::StringAttr>()) config = s->value;
+  const bool permute = op.get_string("call_target_name") == "collective-permute-start";
+  const auto ids = config_ints(config, permute ? "permutation" : "replica_groups");
+  if (!ids && permute)
+    return ctx.malformed(op, "an async_collective_config without its permutation");
+  for (int64_t id : ids.value_or(std::vector<int64_t>{}))
+    if (id != 0 && id != -1)
+      return ctx.unsupported(op, "a group or pair naming process " + std::to_string(id) +
+                                     " (the mlx platform runs one process)");
+  if (permute && ids->empty()) return Values{mx::zeros_like(in[0])};  // no (0, 0): zeros
+  return in;
+}
+
+StatusOr<Values> lower_async_done_call(LowerContext& ctx, const ir::Op& op, const Values& in) {
+  if (in.size() != 1) return ctx.malformed(op, "an asynchronous done of one operand");
+  RETURN_IF_ERROR(require_same_types(ctx, op));
+  return in;
+}
+
 StatusOr<Values> lower_process_id(LowerContext&, const ir::Op&, const Values&) {
   return Values{int_scalar(0, mx::uint32)};
 }
@@ -76,6 +137,11 @@ void register_collective(Registry& r) {
   r.add(ir::OpKind::kCollectivePermute, lower_collective_permute);
   r.add(ir::OpKind::kReplicaId, lower_process_id);
   r.add(ir::OpKind::kPartitionId, lower_process_id);
+  for (const char* c : {"collective-permute", "all-reduce", "all-gather", "reduce-scatter",
+                        "all-to-all"}) {
+    r.add_custom_call(std::string(c) + "-start", lower_async_start_call);
+    r.add_custom_call(std::string(c) + "-done", lower_async_done_call);
+  }
 }
 
 }  // namespace jaxmlx::lower
