@@ -85,10 +85,15 @@ std::optional<std::vector<int64_t>> config_ints(std::string_view config, std::st
     const char c = config[i];
     if (c == '[') ++depth;
     if (c == ']' && --depth == 0) return ints;
-    if (c == '-' || std::isdigit(static_cast<unsigned char>(c))) {
-      size_t end = i + 1;
-      while (end < config.size() && std::isdigit(static_cast<unsigned char>(config[end]))) ++end;
-      ints.push_back(std::stoll(std::string(config.substr(i, end - i))));
+    const auto digit = [&](size_t k) {
+      return k < config.size() && std::isdigit(static_cast<unsigned char>(config[k]));
+    };
+    if (digit(i) || (c == '-' && digit(i + 1))) {
+      const bool negative = c == '-';
+      size_t end = negative ? i + 1 : i;
+      int64_t v = 0;
+      for (; digit(end); ++end) v = v > (int64_t{1} << 40) ? v : v * 10 + (config[end] - '0');
+      ints.push_back(negative ? -v : v);
       i = end - 1;
     }
   }
