@@ -27,14 +27,20 @@
 namespace jaxmlx::lower {
 namespace {
 
-// OK when the groups in `attr` (a [groups, size] dense array, -1 padding allowed; empty means
-// "all processes") hold only process 0.
-Status require_single_process(const LowerContext& ctx, const ir::Op& op, const char* attr) {
-  for (int64_t id : op.get_i64s(attr))
+// OK when the process ids `ids` of groups or pairs (-1 padding allowed; none means "all
+// processes") are only process 0; `what` names where they come from.
+Status require_single_process(const LowerContext& ctx, const ir::Op& op,
+                              const std::vector<int64_t>& ids, const std::string& what) {
+  for (int64_t id : ids)
     if (id != 0 && id != -1)
-      return ctx.unsupported(op, std::string(attr) + " naming process " + std::to_string(id) +
+      return ctx.unsupported(op, what + " naming process " + std::to_string(id) +
                                      " (the mlx platform runs one process)");
   return Status();
+}
+
+// The same for the [groups, size] dense array attribute `attr`.
+Status require_single_process(const LowerContext& ctx, const ir::Op& op, const char* attr) {
+  return require_single_process(ctx, op, op.get_i64s(attr), attr);
 }
 
 // Every result has its operand's type (true of any collective with one participant).
@@ -79,15 +85,15 @@ std::optional<std::vector<int64_t>> config_ints(std::string_view config, std::st
   if (at == std::string_view::npos) return std::nullopt;
   at = config.find_first_not_of(" :", at + quoted.size());
   if (at == std::string_view::npos || config[at] != '[') return std::nullopt;
+  const auto digit = [&](size_t k) {
+    return k < config.size() && std::isdigit(static_cast<unsigned char>(config[k]));
+  };
   std::vector<int64_t> ints;
   int depth = 0;
   for (size_t i = at; i < config.size(); ++i) {
     const char c = config[i];
     if (c == '[') ++depth;
     if (c == ']' && --depth == 0) return ints;
-    const auto digit = [&](size_t k) {
-      return k < config.size() && std::isdigit(static_cast<unsigned char>(config[k]));
-    };
     if (digit(i) || (c == '-' && digit(i + 1))) {
       const bool negative = c == '-';
       size_t end = negative ? i + 1 : i;
@@ -113,10 +119,8 @@ StatusOr<Values> lower_async_start_call(LowerContext& ctx, const ir::Op& op, con
   const auto ids = config_ints(config, permute ? "permutation" : "replica_groups");
   if (!ids && permute)
     return ctx.malformed(op, "an async_collective_config without its permutation");
-  for (int64_t id : ids.value_or(std::vector<int64_t>{}))
-    if (id != 0 && id != -1)
-      return ctx.unsupported(op, "a group or pair naming process " + std::to_string(id) +
-                                     " (the mlx platform runs one process)");
+  RETURN_IF_ERROR(require_single_process(ctx, op, ids.value_or(std::vector<int64_t>{}),
+                                         "a group or pair"));
   if (permute && ids->empty()) return Values{mx::zeros_like(in[0])};  // no (0, 0): zeros
   return in;
 }
