@@ -15,19 +15,10 @@
 namespace jaxmlx::passes {
 namespace {
 
-// An async_start whose body can take its place: one block, its arguments typed as the operands,
-// one future result.
+// An async_start whose body can take its place (body_reads_operands), with one future result.
 bool is_inlinable_start(const ir::Op& op) {
-  if (op.kind != ir::OpKind::kAsyncStart || op.results.size() != 1 || op.regions.size() != 1 ||
-      op.regions[0].blocks.size() != 1)
-    return false;
-  const ir::Block& b = op.regions[0].entry();
-  if (b.args.size() != op.operands.size() || b.ops.empty()) return false;
-  for (size_t i = 0; i < b.args.size(); ++i)
-    if (b.args[i].type == nullptr || op.operands[i].type == nullptr ||
-        !(*b.args[i].type == *op.operands[i].type))
-      return false;
-  return b.ops.back().kind == ir::OpKind::kReturn;
+  return op.kind == ir::OpKind::kAsyncStart && op.results.size() == 1 &&
+         body_reads_operands(op) && op.regions[0].entry().ops.back().kind == ir::OpKind::kReturn;
 }
 
 // Whether `done` gives exactly what the body of `start` returns.
@@ -72,10 +63,7 @@ class AsyncInliner {
       for (ir::Op& op : b.ops) {
         for (ir::Region& nested : op.regions) rewrite(nested);
         if (op.kind == ir::OpKind::kAsyncStart && inlined_.count(op.results[0].id)) {
-          ir::Block& body = op.regions[0].blocks[0];
-          for (size_t i = 0; i < body.args.size(); ++i) subst_[body.args[i].id] = op.operands[i];
-          returned_[op.results[0].id] = body.ops.back().operands;
-          for (size_t i = 0; i + 1 < body.ops.size(); ++i) out.push_back(std::move(body.ops[i]));
+          returned_[op.results[0].id] = splice_body(op, out, subst_);
           continue;
         }
         if (op.kind == ir::OpKind::kAsyncDone && op.operands.size() == 1 &&

@@ -55,4 +55,12 @@ UseCounts count_uses(const ir::Region& r);
 // Removes the ops of `b` whose entry in `drop` (one per op) is true, keeping the others' order.
 void erase_ops(ir::Block& b, const std::vector<bool>& drop);
 
+// Whether `op` has one region of one non-empty block whose arguments are typed as op's operands
+// (sdy.manual_computation, stablehlo.async_start): its body can take op's place.
+bool body_reads_operands(const ir::Op& op);
+// Moves that body, without its terminator, to the end of `out`, its arguments mapped to op's
+// operands in `subst`, and returns the values the terminator returned (body_reads_operands).
+std::vector<ir::Value> splice_body(ir::Op& op, std::vector<ir::Op>& out,
+                                   std::unordered_map<uint32_t, ir::Value>& subst);
+
 }  // namespace jaxmlx::passes

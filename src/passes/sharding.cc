@@ -38,12 +38,8 @@ bool is_sharding_group(const ir::Op& op) {
 // sdy.manual_computation over a single device: its body runs once on the whole arrays.
 bool is_trivial_manual_computation(const ir::Op& op) {
   if (op.kind != ir::OpKind::kGeneric || op.generic_name != "sdy.manual_computation") return false;
-  if (op.regions.size() != 1 || op.regions[0].blocks.size() != 1) return false;
-  const ir::Block& b = op.regions[0].entry();
-  if (b.args.size() != op.operands.size() || b.ops.empty()) return false;
-  for (size_t i = 0; i < b.args.size(); ++i)
-    if (!(*b.args[i].type == *op.operands[i].type)) return false;
-  const ir::Op& ret = b.ops.back();
+  if (!body_reads_operands(op)) return false;
+  const ir::Op& ret = op.regions[0].entry().ops.back();
   if (ret.operands.size() != op.results.size()) return false;
   for (size_t i = 0; i < ret.operands.size(); ++i)
     if (!(*ret.operands[i].type == *op.results[i].type)) return false;
@@ -62,11 +58,8 @@ void drop_in_region(ir::Region& r, std::unordered_map<uint32_t, ir::Value>& subs
         continue;
       }
       if (is_trivial_manual_computation(op)) {
-        ir::Block& body = op.regions[0].blocks[0];
-        for (size_t i = 0; i < body.args.size(); ++i) subst[body.args[i].id] = op.operands[i];
-        const ir::Op& ret = body.ops.back();
-        for (size_t i = 0; i < op.results.size(); ++i) subst[op.results[i].id] = ret.operands[i];
-        for (size_t i = 0; i + 1 < body.ops.size(); ++i) out.push_back(std::move(body.ops[i]));
+        const std::vector<ir::Value> returned = splice_body(op, out, subst);
+        for (size_t i = 0; i < op.results.size(); ++i) subst[op.results[i].id] = returned[i];
         continue;
       }
       out.push_back(std::move(op));
@@ -110,6 +103,26 @@ void erase_ops(ir::Block& b, const std::vector<bool>& drop) {
   for (size_t i = 0; i < b.ops.size(); ++i)
     if (!drop[i]) kept.push_back(std::move(b.ops[i]));
   b.ops = std::move(kept);
+}
+
+bool body_reads_operands(const ir::Op& op) {
+  if (op.regions.size() != 1 || op.regions[0].blocks.size() != 1) return false;
+  const ir::Block& b = op.regions[0].entry();
+  if (b.args.size() != op.operands.size() || b.ops.empty()) return false;
+  for (size_t i = 0; i < b.args.size(); ++i)
+    if (b.args[i].type == nullptr || op.operands[i].type == nullptr ||
+        !(*b.args[i].type == *op.operands[i].type))
+      return false;
+  return true;
+}
+
+std::vector<ir::Value> splice_body(ir::Op& op, std::vector<ir::Op>& out,
+                                   std::unordered_map<uint32_t, ir::Value>& subst) {
+  ir::Block& body = op.regions[0].blocks[0];
+  for (size_t i = 0; i < body.args.size(); ++i) subst[body.args[i].id] = op.operands[i];
+  std::vector<ir::Value> returned = body.ops.back().operands;
+  for (size_t i = 0; i + 1 < body.ops.size(); ++i) out.push_back(std::move(body.ops[i]));
+  return returned;
 }
 
 void replace_uses(ir::Func& f, const std::unordered_map<uint32_t, ir::Value>& subst) {
