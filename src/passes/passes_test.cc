@@ -73,6 +73,19 @@ struct Builder {
     return o;
   }
   void ret(std::vector<ir::Value> operands) { op(OpKind::kFuncReturn, std::move(operands), 0); }
+  // A one-block region of one argument that negates it; `terminate` adds its terminator, given
+  // the negation (the builder appends to the region's block meanwhile).
+  ir::Region negate_region(const std::function<void(ir::Value)>& terminate) {
+    ir::Region region;
+    region.blocks.emplace_back();
+    ir::Value arg = fresh();
+    region.blocks[0].args.push_back(arg);
+    std::vector<ir::Op>* saved = ops;
+    ops = &region.blocks[0].ops;
+    terminate(op(OpKind::kNegate, {arg}, 1).results[0]);
+    ops = saved;
+    return region;
+  }
   static ir::Value typed(ir::Op& o, const ir::Type* t) {
     o.results[0].type = t;
     return o.results[0];
@@ -260,18 +273,8 @@ ir::Op& async_start_of_negate(Builder& b, ir::Value x) {
   future.members = {b.t()};
   ir::Op& start = b.op(OpKind::kAsyncStart, {x}, 1);
   Builder::typed(start, b.m.types().intern(future));
-  ir::Region region;
-  region.blocks.emplace_back();
-  ir::Value arg = b.fresh();
-  region.blocks[0].args.push_back(arg);
-  std::vector<ir::Op>* saved = b.ops;
-  b.ops = &region.blocks[0].ops;
-  ir::Value n = b.op(OpKind::kNegate, {arg}, 1).results[0];
-  b.op(OpKind::kReturn, {n}, 0);
-  b.ops = saved;
-  ir::Op& placed = b.ops->back();
-  placed.regions.push_back(std::move(region));
-  return placed;
+  start.regions.push_back(b.negate_region([&](ir::Value n) { b.op(OpKind::kReturn, {n}, 0); }));
+  return start;
 }
 
 TEST(AsyncOps, StartAndDoneBecomeTheBody) {
@@ -316,16 +319,7 @@ TEST(DropSharding, ManualComputationIsInlined) {
   ir::Value x = b.f->args()[0];
   ir::Op& mc = b.generic("sdy.manual_computation", {x}, 1);
   ir::Value out = mc.results[0];
-  ir::Region region;
-  region.blocks.emplace_back();
-  ir::Value arg = b.fresh();
-  region.blocks[0].args.push_back(arg);
-  std::vector<ir::Op>* saved = b.ops;
-  b.ops = &region.blocks[0].ops;
-  ir::Value n = b.op(OpKind::kNegate, {arg}, 1).results[0];
-  b.generic("sdy.return", {n}, 0);
-  b.ops = saved;
-  b.f->body.blocks[0].ops.back().regions.push_back(std::move(region));
+  mc.regions.push_back(b.negate_region([&](ir::Value n) { b.generic("sdy.return", {n}, 0); }));
   b.ret({out});
   ASSERT_TRUE(drop_sharding(m).ok());
   ASSERT_TRUE(ir::verify(m).ok()) << ir::print_module(m);
