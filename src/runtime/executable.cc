@@ -320,8 +320,9 @@ bool completion_thread_forced() {
   return forced;
 }
 
-// Once a process's first run is issued, MLX has made its kernel caches: the exit drain is
-// registered again, to run before their destructors too (DeviceWorker::drain_at_exit_before_mlx).
+// Once a process's first run is evaluated or issued, MLX has made its kernel caches: the exit
+// drain is registered again, to run before their destructors too
+// (DeviceWorker::drain_at_exit_before_mlx).
 void drain_at_exit_after_first_run() {
   static std::once_flag once;
   std::call_once(once, DeviceWorker::drain_at_exit_before_mlx);
@@ -768,12 +769,11 @@ void ExecutableImpl::execute(std::vector<std::shared_ptr<Buffer>> inputs,
         if (self->entry_->result_types[i]->is_token()) outs[i] = mx::zeros({0}, mx::bool_);
       {
         HostTimer issue(HostPhase::kIssue);  // JAXMLX_HOST_TIMES
-        if (async && self->finish_async(outs, outputs, done)) {
-          signalled = true;
-          return Status();
-        }
-        mx::eval(outs);
+        signalled = async && self->finish_async(outs, outputs, done);
+        if (!signalled) mx::eval(outs);
       }
+      drain_at_exit_after_first_run();
+      if (signalled) return Status();
       for (size_t i = 0; i < outs.size(); ++i) outputs[i]->set_array(outs[i]);
       return Status();
     });
@@ -836,7 +836,6 @@ bool ExecutableImpl::finish_async(Values& outs, const std::vector<std::shared_pt
     Values issued = outs;
     issued.push_back(*marker);
     mx::async_eval(std::move(issued));
-    drain_at_exit_after_first_run();
     DeviceWorker::completions().post(completion(
         [marker = std::move(marker)]() mutable {
           marker->wait();
@@ -851,7 +850,6 @@ bool ExecutableImpl::finish_async(Values& outs, const std::vector<std::shared_pt
   std::function<void()> complete =
       completion([stream] { mx::scheduler::check_error(stream); }, outs, outputs, done);
   mx::async_eval(outs);
-  drain_at_exit_after_first_run();
   mx::scheduler::enqueue(stream, std::move(complete));
   return true;
 }
