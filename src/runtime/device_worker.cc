@@ -16,6 +16,7 @@
 #include "mlx/backend/metal/metal.h"
 #include "lower/host_callback.h"
 #include "mlx/mlx.h"
+#include "runtime/cuda_exit_order.h"
 #include "runtime/event.h"
 #include "runtime/memory_governor.h"
 #include "runtime/metal_settings.h"
@@ -168,7 +169,7 @@ Status DeviceWorker::init_device() {
     // command encoders of other streams per thread. On MLX's CPU and CUDA backends; Metal keeps
     // the worker's own stream (no Mac here to check Metal's encoders from a second thread).
     if (!metal) {
-      shared_stream_ = mx::new_thread_unsafe_stream(dev);
+      shared_stream_ = new_shared_stream(dev, /*cuda=*/gpu);
       mx::set_default_stream(*shared_stream_);
     }
     info_.is_gpu = gpu;
