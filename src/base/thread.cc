@@ -84,12 +84,18 @@ TaskThread::TaskThread(const char* name) {
   t.detach();
 }
 
-bool TaskThread::drain_for(std::chrono::milliseconds budget) {
-  if (std::this_thread::get_id() == id_) return true;
+bool wait_for_turn(const std::function<void(std::function<void()>)>& post,
+                   std::chrono::milliseconds budget) {
+  // Shared: a task that runs after the wait gave up still has its promise.
   auto done = std::make_shared<std::promise<void>>();
   std::future<void> ran = done->get_future();
   post([done] { done->set_value(); });
   return ran.wait_for(budget) == std::future_status::ready;
+}
+
+bool TaskThread::drain_for(std::chrono::milliseconds budget) {
+  if (std::this_thread::get_id() == id_) return true;
+  return wait_for_turn([this](std::function<void()> task) { post(std::move(task)); }, budget);
 }
 
 void TaskThread::post(std::function<void()> task) {

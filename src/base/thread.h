@@ -45,6 +45,12 @@ class Thread {
   std::thread::id id_;
 };
 
+// Posts, through `post`, a task that only marks its turn, and waits up to `budget` for it to
+// run: on a queue that runs its tasks in order, everything posted before has run then. False
+// when it did not (a task blocked).
+bool wait_for_turn(const std::function<void(std::function<void()>)>& post,
+                   std::chrono::milliseconds budget);
+
 // A named thread that runs posted tasks one at a time, in the order they were posted. Never
 // destroyed (make one with new and keep it): its thread may be blocked inside a task -- waiting
 // for Python's GIL, or for a GPU -- when the process exits, and nothing may join it then.

@@ -34,10 +34,8 @@ namespace {
 constexpr int64_t kMaxProductElements = int64_t{1} << 24;  // bound for one integer product
 
 // Everything a convolution needs besides its operands, in spatial-dim order.
-struct ConvSpec {
+struct ConvSpec : ir::ConvWindow {  // the window: strides, dilations, padding, reversal
   int nsp = 0;
-  std::vector<int64_t> strides, lhs_dil, rhs_dil, pad_lo, pad_hi;
-  std::vector<bool> reversal;
   int64_t feature_groups = 1, batch_groups = 1;
   // The result's layout: the canonical dims [N, OS..., O] in the order the result holds them
   // (empty: canonical). A patch matmul makes its rows in that order, so that the transposes to
@@ -48,17 +46,10 @@ struct ConvSpec {
 StatusOr<ConvSpec> read_spec(LowerContext& ctx, const ir::Op& op, const ir::ConvDims& dn) {
   ConvSpec s;
   s.nsp = static_cast<int>(dn.input_spatial_dimensions.size());
-  ir::ConvWindow w;
-  if (std::string bad = ir::read_conv_window(op, static_cast<size_t>(s.nsp), w); !bad.empty())
+  if (std::string bad = ir::read_conv_window(op, static_cast<size_t>(s.nsp), s); !bad.empty())
     return ctx.malformed(op, bad);
-  s.strides = std::move(w.strides);
-  s.lhs_dil = std::move(w.lhs_dilation);
-  s.rhs_dil = std::move(w.rhs_dilation);
-  s.pad_lo = std::move(w.pad_lo);
-  s.pad_hi = std::move(w.pad_hi);
-  s.reversal = std::move(w.reversal);
   for (int d = 0; d < s.nsp; ++d)
-    for (int64_t v : {s.strides[d], s.lhs_dil[d], s.rhs_dil[d], s.pad_lo[d], s.pad_hi[d]})
+    for (int64_t v : {s.strides[d], s.lhs_dilation[d], s.rhs_dilation[d], s.pad_lo[d], s.pad_hi[d]})
       if (!window_attr_fits(v))
         return ctx.malformed(op, "a window stride, dilation or padding beyond 2^31");
   s.feature_groups = op.get_i64("feature_group_count", 1);
@@ -72,7 +63,7 @@ StatusOr<ConvSpec> read_spec(LowerContext& ctx, const ir::Op& op, const ir::Conv
 // Gives a spec without spatial dims one unit dim (stride, dilations 1, no padding).
 void add_unit_spatial_dim(ConvSpec& s) {
   s.nsp = 1;
-  s.strides = s.lhs_dil = s.rhs_dil = {1};
+  s.strides = s.lhs_dilation = s.rhs_dilation = {1};
   s.pad_lo = s.pad_hi = {0};
   s.reversal = {false};
 }
@@ -111,7 +102,7 @@ mx::array pad_input(const mx::array& x, const ConvSpec& s, const std::vector<int
     const size_t i = axes.empty() ? d + 1 : static_cast<size_t>(axes[d + 1]);
     lo[i] = s.pad_lo[d];
     hi[i] = s.pad_hi[d];
-    interior[i] = s.lhs_dil[d] - 1;
+    interior[i] = s.lhs_dilation[d] - 1;
   }
   return pad_dilate(x, mx::zeros({}, x.dtype()), lo, hi, interior);
 }
@@ -210,15 +201,15 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
   const std::string_view patch_mode = mode == nullptr ? "" : mode;
   if (patch_mode == "0") return std::nullopt;
   const auto one = [](int64_t v) { return v == 1; };
-  const int64_t input_dilation = std::accumulate(s.lhs_dil.begin(), s.lhs_dil.end(), int64_t{1},
-                                                 std::multiplies<int64_t>());
-  const bool dilated_kernel = !std::all_of(s.rhs_dil.begin(), s.rhs_dil.end(), one);
+  const int64_t input_dilation = std::accumulate(
+      s.lhs_dilation.begin(), s.lhs_dilation.end(), int64_t{1}, std::multiplies<int64_t>());
+  const bool dilated_kernel = !std::all_of(s.rhs_dilation.begin(), s.rhs_dilation.end(), one);
   const int nsp = s.nsp;
   std::vector<int64_t> os(nsp);  // result positions per spatial dim
   int64_t positions = 1, taps = 1;
   for (int d = 0; d < nsp; ++d) {
-    os[d] = window_count(x.shape(d + 1), s.lhs_dil[d], s.pad_lo[d], s.pad_hi[d], w.shape(d + 1),
-                         s.rhs_dil[d], s.strides[d]);
+    os[d] = window_count(x.shape(d + 1), s.lhs_dilation[d], s.pad_lo[d], s.pad_hi[d],
+                         w.shape(d + 1), s.rhs_dilation[d], s.strides[d]);
     positions *= os[d], taps *= w.shape(d + 1);
   }
   if (positions == 0) return std::nullopt;
@@ -256,7 +247,7 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
     shape.push_back(row_size(rd)), strides.push_back(row_stride(rd));
   for (int d = 0; d < nsp; ++d) {
     kshape.push_back(w.shape(d + 1));
-    kstrides.push_back(cs[d + 1] * s.rhs_dil[d]);
+    kstrides.push_back(cs[d + 1] * s.rhs_dilation[d]);
   }
   const int64_t c = xs.back(), n = xs[0];
   const int g = static_cast<int>(groups), cg = static_cast<int>(c / groups);
@@ -404,13 +395,13 @@ std::optional<mx::array> phase_conv(const mx::array& x, const mx::array& w, cons
   int64_t phases = 1;
   mx::Shape out{x.shape(0)};
   for (int d = 0; d < nsp; ++d) {
-    const int64_t dil = s.lhs_dil[d], k = w.shape(d + 1);
+    const int64_t dil = s.lhs_dilation[d], k = w.shape(d + 1);
     const int64_t padded = dilated_size(x.shape(d + 1), dil) + s.pad_lo[d] + s.pad_hi[d];
-    const int64_t span = dilated_size(k, s.rhs_dil[d]);
+    const int64_t span = dilated_size(k, s.rhs_dilation[d]);
     if (padded < span) return std::nullopt;
     out.push_back(static_cast<int>((padded - span) / s.strides[d] + 1));
     if (dil == 1) continue;
-    if (s.strides[d] != 1 || s.rhs_dil[d] != 1) return std::nullopt;
+    if (s.strides[d] != 1 || s.rhs_dilation[d] != 1) return std::nullopt;
     dilated.push_back(d);
     phases *= dil;
   }
@@ -418,7 +409,7 @@ std::optional<mx::array> phase_conv(const mx::array& x, const mx::array& w, cons
   if (dilated.empty() || phases > kMaxPhases) return std::nullopt;
   mx::array y = mx::zeros(out, mx::float32);
   std::vector<int64_t> dims;
-  for (int d : dilated) dims.push_back(s.lhs_dil[d]);
+  for (int d : dilated) dims.push_back(s.lhs_dilation[d]);
   for (const std::vector<int64_t>& p : box_offsets(dims)) {
     ConvSpec ps = s;
     ps.result_order.clear();  // the phases are written into a canonical result
@@ -427,7 +418,7 @@ std::optional<mx::array> phase_conv(const mx::array& x, const mx::array& w, cons
     bool empty = false;
     for (size_t i = 0; i < dilated.size() && !empty; ++i) {
       const int d = dilated[i];
-      const int64_t dil = s.lhs_dil[d], k = w.shape(d + 1), len = x.shape(d + 1);
+      const int64_t dil = s.lhs_dilation[d], k = w.shape(d + 1), len = x.shape(d + 1);
       const int64_t os = out[d + 1], lo = s.pad_lo[d];
       const int64_t r = ((lo - p[i]) % dil + dil) % dil;
       const int64_t taps = k > r ? (k - r + dil - 1) / dil : 0;
@@ -435,7 +426,7 @@ std::optional<mx::array> phase_conv(const mx::array& x, const mx::array& w, cons
       const int64_t c = (p[i] + r - lo) / dil;  // exact: p + r - lo is a multiple of dil
       // Input elements read: [c, c + q + taps - 2]; none inside x leaves the phase zero.
       empty = taps == 0 || q == 0 || c > len - 1 || c + q + taps - 2 < 0;
-      ps.lhs_dil[d] = 1;
+      ps.lhs_dilation[d] = 1;
       ps.pad_lo[d] = -c;
       ps.pad_hi[d] = q + taps - 1 - len + c;
       // Taps r, r + D, ... of the reversed kernel are w's k - 1 - r, k - 1 - r - D, ...: sliced
@@ -481,7 +472,7 @@ mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t
   const bool negative =
       std::any_of(s.pad_lo.begin(), s.pad_lo.end(), [](int64_t p) { return p < 0; }) ||
       std::any_of(s.pad_hi.begin(), s.pad_hi.end(), [](int64_t p) { return p < 0; });
-  std::vector<int64_t> lo = s.pad_lo, hi = s.pad_hi, ldil = s.lhs_dil;
+  std::vector<int64_t> lo = s.pad_lo, hi = s.pad_hi, ldil = s.lhs_dilation;
   if (negative || (cuda_mishandles_input_dilation() &&
                    std::any_of(ldil.begin(), ldil.end(), [](int64_t d) { return d > 1; }))) {
     // MLX cannot crop; pad (and dilate, which precedes cropping in StableHLO) explicitly.
@@ -491,13 +482,13 @@ mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t
     std::fill(ldil.begin(), ldil.end(), 1);
   }
   ConvSpec padded = s;
-  padded.pad_lo = lo, padded.pad_hi = hi, padded.lhs_dil = ldil;
+  padded.pad_lo = lo, padded.pad_hi = hi, padded.lhs_dilation = ldil;
   if (std::optional<mx::array> y =
           patch_matmul_conv(x, flip ? flip_spatial(w) : w, padded, groups))
     return *y;
   auto conv = [&](const mx::array& a, const mx::array& b, int g) {
     return mx::conv_general(cudnn_operand(a), cudnn_operand(b), ints(s.strides), ints(lo), ints(hi),
-                            ints(s.rhs_dil), ints(ldil), g, flip);
+                            ints(s.rhs_dilation), ints(ldil), g, flip);
   };
   if (groups == 1 || s.nsp <= 2) return conv(x, w, static_cast<int>(groups));
   // MLX groups only 1- and 2-D convolutions: one convolution per group, concatenated.
@@ -533,7 +524,7 @@ mx::array int_conv(const mx::array& x_in, const mx::array& w, const ConvSpec& s,
     std::vector<int64_t> start{0};
     mx::Shape ws{0}, we{o};
     for (int d = 0; d < s.nsp; ++d) {
-      start.push_back(k[d] * s.rhs_dil[d]);
+      start.push_back(k[d] * s.rhs_dilation[d]);
       ws.push_back(static_cast<int>(k[d]));
       we.push_back(static_cast<int>(k[d] + 1));
     }
@@ -584,8 +575,8 @@ StatusOr<Values> lower_convolution(LowerContext& ctx, const ir::Op& op, const Va
   // The window's positions per spatial dim, as StableHLO infers them, must be the result's: the
   // rest of this rule sizes patches and phases from the attributes (within int32 each).
   for (int d = 0; d < s.nsp; ++d)
-    if (window_count(lt.dims[dn->input_spatial_dimensions[d]], s.lhs_dil[d], s.pad_lo[d],
-                     s.pad_hi[d], kt.dims[dn->kernel_spatial_dimensions[d]], s.rhs_dil[d],
+    if (window_count(lt.dims[dn->input_spatial_dimensions[d]], s.lhs_dilation[d], s.pad_lo[d],
+                     s.pad_hi[d], kt.dims[dn->kernel_spatial_dimensions[d]], s.rhs_dilation[d],
                      s.strides[d]) != rt.dims[dn->output_spatial_dimensions[d]])
       return ctx.malformed(op, "the result's spatial dims do not match the window");
   auto out_dt = storage_dtype(rt.dtype);
@@ -622,7 +613,7 @@ StatusOr<Values> lower_convolution(LowerContext& ctx, const ir::Op& op, const Va
   // with a dilated kernel (tests/ops/test_convolution.py, test_cnn_grad, 2 and 4 groups) came out
   // wrong with `flip`, in some runs and not others.
   const bool undilated_kernel =
-      std::all_of(s.rhs_dil.begin(), s.rhs_dil.end(), [](int64_t d) { return d == 1; });
+      std::all_of(s.rhs_dilation.begin(), s.rhs_dilation.end(), [](int64_t d) { return d == 1; });
   const bool flip_all = groups == 1 && undilated_kernel &&
                         std::all_of(s.reversal.begin(), s.reversal.end(), [](bool r) { return r; });
   std::vector<int> reversed_dims;

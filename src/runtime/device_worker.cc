@@ -264,10 +264,8 @@ void DeviceWorker::enqueue(std::function<void()> task, bool lazy) {
 bool DeviceWorker::drain_for(std::chrono::milliseconds budget) {
   if (on_worker_thread()) return true;
   WaitingForWorker waiting;  // jaxlib's callbacks leave our threads meanwhile (event.h)
-  auto done = std::make_shared<std::promise<void>>();
-  std::future<void> ran = done->get_future();
-  post([done] { done->set_value(); });  // urgent: runs after the lazy tasks queued before it
-  return ran.wait_for(budget) == std::future_status::ready;
+  // Posted urgent: it runs after the lazy tasks queued before it.
+  return wait_for_turn([this](std::function<void()> task) { post(std::move(task)); }, budget);
 }
 
 Status DeviceWorker::run_sync(const std::function<Status()>& fn) {
