@@ -63,6 +63,8 @@ def conv_weight_grad(img, k):  # jax's kernel gradient: x read as [C, H, W, N], 
       img, w, (2, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")) ** 2))(k)
 def head_scores(hq, hk):  # attention's q k^T, heads split out of the model dim
   return jnp.einsum("bqhd,bkhd->bhqk", hq, hk)
+def padded(x):  # edge padding by a constant
+  return jnp.pad(x, ((1, 2), (0, 3)), constant_values=5.0)
 def label_pick_grad(x, lab):  # a cross-entropy's label pick and its transpose
   return jax.grad(lambda x: (jnp.take_along_axis(x, lab[:, None], axis=1) ** 2).sum())(x)
 
@@ -72,7 +74,7 @@ for f, args in [(label_pick_grad, (x, lab)), (weight_grad, (x, g)),
                 (times_plain, (g,)), (conv, (img, k)), (conv_input_dilated, (img, k)),
                 (conv_input_dilated_9x, (img, k)), (grouped_conv, (img, k)),
                 (depthwise_conv, (img, k)), (conv_weight_grad, (img, k)),
-                (head_scores, (hq, hk))]:
+                (head_scores, (hq, hk)), (padded, (x,))]:
   want = np.asarray(jax.jit(f)(*jax.device_put(args, cpu)))
   g = jax.jit(f)
   for _ in range(2):  # the first call traces, the second replays
@@ -113,7 +115,8 @@ def test_every_program_is_counted(stats):
                         "jit_biased", "jit_times_transposed", "jit_row_times_transposed",
                         "jit_times_plain", "jit_conv", "jit_conv_input_dilated",
                         "jit_conv_input_dilated_9x", "jit_grouped_conv",
-                        "jit_depthwise_conv", "jit_conv_weight_grad", "jit_head_scores"}
+                        "jit_depthwise_conv", "jit_conv_weight_grad", "jit_head_scores",
+                        "jit_padded"}
   assert all(c["Sum"] == 1 for n, c in stats.items() if "sum" in n), stats
 
 
@@ -165,6 +168,16 @@ def test_keepdims_broadcast_of_a_reduction_reshapes_nothing_back(stats):
   c = stats["jit_centered"]
   assert c["Reshape"] == 0 and c["Squeeze"] == 0 and c["ExpandDims"] == 0, c
   assert c["Subtract"] == 1 and c["Broadcast"] == 1, c
+
+
+def test_padding_is_one_pad_primitive(stats):
+  # MLX's Pad fills and copies in one primitive, where a slice update of a broadcast fill is two
+  # (each primitive costs host time per call on a GPU). A convolution's weight gradient pads its
+  # input the same way (lower/window_util.cc, pad_edges) on the CPU and on CUDA.
+  for name in ["jit_padded", "jit_conv_weight_grad"]:
+    c = stats[name]
+    assert c["Pad"] >= 1 and c["SliceUpdate"] == 0, (name, c)
+  assert stats["jit_padded"]["Broadcast"] == 0, stats["jit_padded"]
 
 
 def test_bias_onto_trailing_dims_needs_no_reshape(stats):

@@ -107,10 +107,14 @@ mx::array pad_input(const mx::array& x, const ConvSpec& s, const std::vector<int
   return pad_dilate(x, mx::zeros({}, x.dtype()), lo, hi, interior);
 }
 
-// Whether `a` is pad_dilate's padding: a slice update of a broadcast fill, which MLX writes into
-// a new row-contiguous array (its copy of a one-element input allocates; every backend).
+// Whether `a` is pad_dilate's padding, which MLX writes into a new row-contiguous array: a Pad,
+// or a slice update of a broadcast fill (its copy of a one-element input allocates; every
+// backend).
 bool is_filled_copy(const mx::array& a) {
-  if (!a.has_primitive() || std::string_view(a.primitive().name()) != "SliceUpdate") return false;
+  if (!a.has_primitive()) return false;
+  const std::string_view name = a.primitive().name();
+  if (name == "Pad") return true;
+  if (name != "SliceUpdate") return false;
   const mx::array& base = a.inputs()[0];
   return base.has_primitive() && std::string_view(base.primitive().name()) == "Broadcast";
 }

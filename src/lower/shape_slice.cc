@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lower/shape_util.h"
+#include "lower/window_util.h"
 
 namespace jaxmlx::lower {
 
@@ -208,6 +209,11 @@ StatusOr<Values> lower_pad(LowerContext& ctx, const ir::Op& op, const Values& in
   }
   extend_trailing(t, &pstart, &pstop, &pstrides);
   if (x.size() == 0) return Values{filled(pad_value, rshape)};
+  if (pad_value.ndim() == 0) {  // not an emulated type's pair: MLX's Pad fills with a scalar
+    mx::Shape high(rshape.size());
+    for (size_t d = 0; d < rshape.size(); ++d) high[d] = rshape[d] - pstop[d];
+    return Values{window_util::pad_edges(x, pad_value, pstart, high)};
+  }
   return Values{mx::slice_update(filled(pad_value, rshape), x, pstart, pstop, pstrides)};
 }
 

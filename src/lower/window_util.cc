@@ -1,6 +1,7 @@
 #include "lower/window_util.h"
 
 #include <algorithm>
+#include <numeric>
 #include <unordered_map>
 
 #include "lower/emulated_types.h"
@@ -38,9 +39,17 @@ mx::array pad_dilate(const mx::array& x_in, const mx::array& fill, const std::ve
   }
   if (crop) x = mx::slice(x, cstart, cstop, ones);
   if (!grow) return x;
-  mx::array base = mx::broadcast_to(mx::astype(fill, x.dtype()), out);
-  if (x.size() == 0) return base;
-  return mx::slice_update(base, x, pstart, pstop, ones);
+  if (x.size() == 0) return mx::broadcast_to(mx::astype(fill, x.dtype()), out);
+  mx::Shape high(r);
+  for (int d = 0; d < r; ++d) high[d] = out[d] - pstop[d];
+  return pad_edges(x, fill, pstart, high);
+}
+
+mx::array pad_edges(const mx::array& x, const mx::array& fill, const mx::Shape& low,
+                    const mx::Shape& high) {
+  std::vector<int> axes(x.ndim());
+  std::iota(axes.begin(), axes.end(), 0);
+  return mx::pad(x, axes, low, high, mx::astype(fill, x.dtype()));
 }
 
 mx::array strided_window(const mx::array& x, const std::vector<int64_t>& start,

@@ -338,6 +338,16 @@ def test_pad_2d(dt, cfg):
   check(lambda a, v: lax.pad(a, v, cfg), x, v, exact=True)
 
 
+# float64 runs as MLX's own float64 (on the CPU); complex128 is stored as (re, im) pairs, a
+# trailing storage dim, which MLX's Pad cannot fill with one scalar (the slice-update path).
+@pytest.mark.parametrize("cfg", PADS_2D[:3], ids=[str(p) for p in PADS_2D[:3]])
+@pytest.mark.parametrize("dt", [np.float64, np.complex128], ids=ids([np.float64, np.complex128]))
+def test_pad_2d_wide(dt, cfg):
+  x = x_of(dt, (3, 4))
+  v = x_of(dt, (), 4)
+  check(lambda a, v: lax.pad(a, v, cfg), x, v, exact=True)
+
+
 def test_pad_empty_operand():
   x = x_of(np.float32, (0, 3))
   check(lambda a, v: (lax.pad(a, v, [(2, 1, 3), (0, 0, 0)]),
