@@ -10,7 +10,9 @@
 // spared because its streams' encoders are thread-local, destroyed before the statics.
 //
 // new_shared_stream puts a wait between the two: exit() waits (at most a budget) for the
-// process to lose the callback threads the map's destructor stopped.
+// process to lose the callback threads the map's destructor stopped. Where something else in
+// the process made MLX's map first, both handlers run before its destructor: the exit then
+// waits out the budget and is not protected.
 #ifndef JAXMLX_RUNTIME_CUDA_EXIT_ORDER_H_
 #define JAXMLX_RUNTIME_CUDA_EXIT_ORDER_H_
 
