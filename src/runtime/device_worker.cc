@@ -75,6 +75,9 @@ namespace {
 struct SharedWorker {
   std::mutex mu;
   std::weak_ptr<DeviceWorker> current;
+  // The exit handler's reference to a worker that could not finish: never joined, never
+  // destroyed (this struct never is), and reachable for leak checkers.
+  std::shared_ptr<DeviceWorker> unfinished;
 };
 SharedWorker& shared_worker() {
   static SharedWorker* w = new SharedWorker;  // never destroyed: the exit handler reads it
@@ -112,14 +115,17 @@ void DeviceWorker::drain_at_exit_before_mlx() {
     if (getpid() != g_drain_pid.load()) return;
     constexpr std::chrono::milliseconds kBudget{1000};
     if (g_completions_made.load()) completions().drain_for(kBudget);  // it frees runs' arrays
+    SharedWorker& sw = shared_worker();
     std::shared_ptr<DeviceWorker> worker;
     {
-      SharedWorker& sw = shared_worker();
       std::lock_guard<std::mutex> lock(sw.mu);
       worker = sw.current.lock();
     }
-    // A worker that could not finish is never joined: the handler leaves its reference.
-    if (worker && !worker->drain_for(kBudget)) new std::shared_ptr<DeviceWorker>(std::move(worker));
+    // A worker that could not finish is never joined: the handler keeps its reference.
+    if (worker && !worker->drain_for(kBudget)) {
+      std::lock_guard<std::mutex> lock(sw.mu);
+      sw.unfinished = std::move(worker);
+    }
   });
 }
 
