@@ -167,6 +167,9 @@ StatusOr<Values> lower_pad(LowerContext& ctx, const ir::Op& op, const Values& in
       return ctx.malformed(op, "the padding of dim " + std::to_string(d) +
                                    " does not give the result's size");
   }
+  // A scalar pad value: the window ops' padding (one MLX Pad for the edges). Below, what it
+  // cannot do: a pad value with a trailing storage dim (complex128's (re, im) pairs).
+  if (in[1].ndim() == 0) return Values{window_util::pad_dilate(in[0], in[1], lo, hi, interior)};
   mx::array x = in[0];
   const mx::array& pad_value = in[1];
   // 1. Dilate: scatter the operand with stride interior+1 into a pad-filled array.
@@ -209,11 +212,6 @@ StatusOr<Values> lower_pad(LowerContext& ctx, const ir::Op& op, const Values& in
   }
   extend_trailing(t, &pstart, &pstop, &pstrides);
   if (x.size() == 0) return Values{filled(pad_value, rshape)};
-  if (pad_value.ndim() == 0) {  // not an emulated type's pair: MLX's Pad fills with a scalar
-    mx::Shape high(rshape.size());
-    for (size_t d = 0; d < rshape.size(); ++d) high[d] = rshape[d] - pstop[d];
-    return Values{window_util::pad_edges(x, pad_value, pstart, high)};
-  }
   return Values{mx::slice_update(filled(pad_value, rshape), x, pstart, pstop, pstrides)};
 }
 

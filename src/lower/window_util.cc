@@ -8,6 +8,19 @@
 #include "lower/interpreter.h"
 
 namespace jaxmlx::lower::window_util {
+namespace {
+
+// `x` with `low[d]` / `high[d]` (non-negative) elements of the 0-d `fill` before / after it along
+// every dim: one Pad primitive. MLX fills the new array and copies x into it, the kernels a slice
+// update of a broadcast fill runs as two primitives (on a GPU each costs host time per call).
+mx::array pad_edges(const mx::array& x, const mx::array& fill, const mx::Shape& low,
+                    const mx::Shape& high) {
+  std::vector<int> axes(x.ndim());
+  std::iota(axes.begin(), axes.end(), 0);
+  return mx::pad(x, axes, low, high, mx::astype(fill, x.dtype()));
+}
+
+}  // namespace
 
 mx::array pad_dilate(const mx::array& x_in, const mx::array& fill, const std::vector<int64_t>& lo,
                      const std::vector<int64_t>& hi, const std::vector<int64_t>& interior) {
@@ -43,13 +56,6 @@ mx::array pad_dilate(const mx::array& x_in, const mx::array& fill, const std::ve
   mx::Shape high(r);
   for (int d = 0; d < r; ++d) high[d] = out[d] - pstop[d];
   return pad_edges(x, fill, pstart, high);
-}
-
-mx::array pad_edges(const mx::array& x, const mx::array& fill, const mx::Shape& low,
-                    const mx::Shape& high) {
-  std::vector<int> axes(x.ndim());
-  std::iota(axes.begin(), axes.end(), 0);
-  return mx::pad(x, axes, low, high, mx::astype(fill, x.dtype()));
 }
 
 mx::array strided_window(const mx::array& x, const std::vector<int64_t>& start,

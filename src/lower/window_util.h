@@ -17,12 +17,6 @@ namespace jaxmlx::lower::window_util {
 mx::array pad_dilate(const mx::array& x, const mx::array& fill, const std::vector<int64_t>& lo,
                      const std::vector<int64_t>& hi, const std::vector<int64_t>& interior);
 
-// `x` with `low[d]` / `high[d]` (non-negative) elements of the 0-d `fill` before / after it along
-// every dim: one Pad primitive. MLX fills the new array and copies x into it, the kernels a slice
-// update of a broadcast fill runs as two primitives (on a GPU each costs host time per call).
-mx::array pad_edges(const mx::array& x, const mx::array& fill, const mx::Shape& low,
-                    const mx::Shape& high);
-
 // The elements start[d] + i*stride[d], i < count[d], of `x` along every dim (`count` may hold 0).
 mx::array strided_window(const mx::array& x, const std::vector<int64_t>& start,
                          const std::vector<int64_t>& stride, const std::vector<int64_t>& count);
