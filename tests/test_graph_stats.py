@@ -387,6 +387,41 @@ def test_a_reversed_kernel_is_the_convolutions_flip(tmp_path):
   c = last_run_counts(log)["jit_input_grad"]
   assert c["Convolution"] == 1 and c["Slice"] == 0 and c["Gather"] == 0, c
 
+SHARED_KERNEL_CHILD = r"""
+import jax, jax.numpy as jnp, numpy as np
+mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]
+rng = np.random.default_rng(0)
+x = rng.integers(-4, 5, (2, 6, 6, 4)).astype(np.float32)
+w = rng.integers(-4, 5, (3, 3, 4, 6)).astype(np.float32)
+def conv(a, b):
+  return jax.lax.conv_general_dilated(a, b, (1, 1), "SAME",
+                                      dimension_numbers=("NHWC", "HWIO", "NHWC"))
+def train_grads(x, w):  # the forward, the input gradient (flipped) and the weight gradient
+  return jax.grad(lambda a, b: jnp.sum(conv(a, b) ** 2), argnums=(0, 1))(x, w)
+want = jax.jit(train_grads)(*jax.device_put((x, w), cpu))
+g = jax.jit(train_grads)
+for _ in range(2):
+  got = g(*jax.device_put((x, w), mlx))
+for a, b in zip(got, want):
+  np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+"""
+
+
+@pytest.mark.parametrize("mode,copies", [("replay", 2), ("0", 3)], ids=["replay", "eager"])
+def test_a_kernel_is_copied_once_for_both_its_convolutions(tmp_path, mode, copies):
+  # As on CUDA (JAXMLX_CONV_PATCHES=gpu): the HWIO kernel is one explicit copy in MLX's forward
+  # order [O, H, W, I], which the forward convolution reads as it lies and the flipped input
+  # gradient as a swapped view (convolution.cc, cuda_kernel), where MLX's CUDA convolution would
+  # copy the transposed kernel inside each of them. Replayed, the two convolutions' copies are
+  # one; eagerly each makes its own. The other copy is the weight gradient's padded input.
+  log = tmp_path / "stats.log"
+  run_child(SHARED_KERNEL_CHILD, dict(os.environ, JAXMLX_GRAPH_STATS=str(log),
+                                      JAXMLX_COMPILE=mode, JAXMLX_CONV_PATCHES="gpu",
+                                      JAXMLX_CPU_FUSION="0"))
+  c = last_run_counts(log)["jit_train_grads"]
+  assert c["Convolution"] == 2 and c["Contiguous"] == copies, c
+
+
 WEIGHT_GRAD_SIZES_CHILD = r"""
 import jax, jax.numpy as jnp, numpy as np
 mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]

@@ -196,13 +196,17 @@ mx::array depthwise_conv(const mx::array& xp, const mx::array& w, const mx::Shap
 // such default-size resnet_train convolutions (wgrad2d_grouped_direct_kernel), where native
 // MLX's matmuls took 6-12. MLX's GPU convolutions handle the rest better. nullopt: none of
 // those, or the patches would be too large (MLX's own convolution).
+std::string_view conv_patches_mode() {
+  const char* mode = std::getenv("JAXMLX_CONV_PATCHES");
+  return mode == nullptr ? "" : mode;
+}
+
 std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& w,
                                            const ConvSpec& s, int64_t groups) {
   // JAXMLX_CONV_PATCHES (read at each compile): `0` none, so that MLX's own convolution runs
   // everything; `gpu` only what a GPU takes here (the weight gradients), the rest is MLX's own
   // convolution as on a GPU. Tests check those paths (a reversed kernel as `flip`) on the CPU.
-  const char* mode = std::getenv("JAXMLX_CONV_PATCHES");
-  const std::string_view patch_mode = mode == nullptr ? "" : mode;
+  const std::string_view patch_mode = conv_patches_mode();
   if (patch_mode == "0") return std::nullopt;
   const auto one = [](int64_t v) { return v == 1; };
   const int64_t input_dilation = std::accumulate(
@@ -465,6 +469,34 @@ mx::array cudnn_operand(const mx::array& a) {
   return a;
 }
 
+// The kernel [O, K..., I] of MLX's convolution without groups, as CUDA's reads it best. MLX copies
+// a kernel that is not row-contiguous before cuDNN, in every call (mlx/backend/cuda/conv.cpp,
+// prepare_args), and its flipped convolution (cuDNN's data gradient) reads the kernel with dims
+// O and I swapped back to the forward order. jax keeps kernels as HWIO, a transposed view here,
+// so a training step copied each kernel twice: for its forward convolution and for its input
+// gradient (39 copies in a default-size resnet_train step). Here a transposed kernel is one
+// explicit copy in the forward order, which the forward convolution reads as it lies, the
+// flipped one as a swapped view that MLX swaps back, and which a replayed graph computes once
+// (mx::compile's simplification merges equal transposes and copies of one source). Not on Metal,
+// whose flipped convolution copies the kernel in the order it is given. JAXMLX_CONV_PATCHES=gpu
+// does the same on the CPU, for tests.
+mx::array cuda_kernel(const mx::array& w, bool flip) {
+  const mx::array k = cudnn_operand(w);
+  if (k.id() != w.id() || !(on_cuda_gpu() || conv_patches_mode() == "gpu")) return k;
+  const Untransposed u = untransposed(w);
+  std::vector<int> forward = u.axes, swap(w.ndim());
+  std::iota(swap.begin(), swap.end(), 0);
+  if (flip) std::swap(forward.front(), forward.back()), std::swap(swap.front(), swap.back());
+  // A source already in the forward order (up to size-1 dims) is read where it lies.
+  int last = -1;
+  bool in_order = true;
+  for (int d : forward)
+    if (u.source.shape(d) > 1) in_order = in_order && d > last, last = d;
+  if (in_order) return w;
+  const mx::array copy = mx::contiguous(permute(u.source, forward));
+  return flip ? permute(copy, swap) : copy;
+}
+
 // A float convolution of canonical operands (f32), output [N, OS..., O]. `flip`: the kernel is
 // `w` reversed over every spatial dim, which MLX's convolution takes as its `flip` argument
 // (passes/reversed_kernel.h); the patch matmuls take the reversed view.
@@ -491,8 +523,9 @@ mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t
           patch_matmul_conv(x, flip ? flip_spatial(w) : w, padded, groups))
     return *y;
   auto conv = [&](const mx::array& a, const mx::array& b, int g) {
-    return mx::conv_general(cudnn_operand(a), cudnn_operand(b), ints(s.strides), ints(lo), ints(hi),
-                            ints(s.rhs_dilation), ints(ldil), g, flip);
+    return mx::conv_general(cudnn_operand(a), g == 1 ? cuda_kernel(b, flip) : cudnn_operand(b),
+                            ints(s.strides), ints(lo), ints(hi), ints(s.rhs_dilation), ints(ldil),
+                            g, flip);
   };
   if (groups == 1 || s.nsp <= 2) return conv(x, w, static_cast<int>(groups));
   // MLX groups only 1- and 2-D convolutions: one convolution per group, concatenated.
