@@ -138,11 +138,6 @@ StatusOr<Values> lower_dynamic_update_slice(LowerContext& ctx, const ir::Op& op,
   return Values{mx::slice_update(in[0], in[1], *st.dynamic, st.axes)};
 }
 
-// A full array of `shape` holding the 0-d `value` (storage form, may carry a trailing dim).
-mx::array filled(const mx::array& value, const mx::Shape& shape) {
-  return mx::broadcast_to(value, shape);
-}
-
 // spec: pad — interior padding dilates the operand first, then edge padding (which may be
 // negative, cropping) applies to the dilated array (PITFALLS 2.12: MLX's own pad cannot crop).
 StatusOr<Values> lower_pad(LowerContext& ctx, const ir::Op& op, const Values& in) {
@@ -167,52 +162,9 @@ StatusOr<Values> lower_pad(LowerContext& ctx, const ir::Op& op, const Values& in
       return ctx.malformed(op, "the padding of dim " + std::to_string(d) +
                                    " does not give the result's size");
   }
-  // A scalar pad value: the window ops' padding (one MLX Pad for the edges). Below, what it
-  // cannot do: a pad value with a trailing storage dim (complex128's (re, im) pairs).
-  if (in[1].ndim() == 0) return Values{window_util::pad_dilate(in[0], in[1], lo, hi, interior)};
-  mx::array x = in[0];
-  const mx::array& pad_value = in[1];
-  // 1. Dilate: scatter the operand with stride interior+1 into a pad-filled array.
-  mx::Shape dil(r);
-  bool any_interior = false;
-  for (size_t d = 0; d < r; ++d) {
-    if (interior[d] < 0) return ctx.malformed(op, "negative interior padding");
-    dil[d] = t.dims[d] == 0 ? 0 : static_cast<int>(t.dims[d] + (t.dims[d] - 1) * interior[d]);
-    any_interior |= interior[d] > 0 && t.dims[d] > 1;
-  }
-  if (any_interior) {
-    mx::Shape start(r, 0), stop = dil, strides(r);
-    for (size_t d = 0; d < r; ++d) strides[d] = static_cast<int>(interior[d] + 1);
-    mx::Shape full = dil;
-    extend_trailing(t, &start, &stop, &strides);
-    extend_trailing(t, nullptr, &full, nullptr);
-    x = mx::slice_update(filled(pad_value, full), x, start, stop, strides);
-  }
-  // 2. Crop where the edge padding is negative.
-  mx::Shape cstart(r), cstop(r), ones(r, 1);
-  bool any_crop = false;
-  for (size_t d = 0; d < r; ++d) {
-    cstart[d] = static_cast<int>(std::min<int64_t>(std::max<int64_t>(-lo[d], 0), dil[d]));
-    cstop[d] = static_cast<int>(std::max<int64_t>(dil[d] - std::max<int64_t>(-hi[d], 0),
-                                                  cstart[d]));
-    any_crop |= cstart[d] != 0 || cstop[d] != dil[d];
-  }
-  if (any_crop) {
-    extend_trailing(t, &cstart, &cstop, &ones);
-    x = mx::slice(x, cstart, cstop, ones);
-  }
-  // 3. Place into the pad-filled result where the edge padding is positive.
-  mx::Shape rshape = storage_shape(rt);
-  if (x.shape() == rshape) return Values{x};
-  if (rt.num_elements() == 0) return Values{mx::zeros(rshape, x.dtype())};
-  mx::Shape pstart(r), pstop(r), pstrides(r, 1);
-  for (size_t d = 0; d < r; ++d) {
-    pstart[d] = static_cast<int>(std::max<int64_t>(lo[d], 0));
-    pstop[d] = pstart[d] + x.shape(static_cast<int>(d));
-  }
-  extend_trailing(t, &pstart, &pstop, &pstrides);
-  if (x.size() == 0) return Values{filled(pad_value, rshape)};
-  return Values{mx::slice_update(filled(pad_value, rshape), x, pstart, pstop, pstrides)};
+  if (rt.num_elements() == 0) return Values{mx::zeros(storage_shape(rt), in[0].dtype())};
+  // The window ops' padding: one MLX Pad for a scalar pad value's edges.
+  return Values{window_util::pad_dilate(in[0], in[1], lo, hi, interior)};
 }
 
 // spec: real_dynamic_slice — start/limit/strides are 1-d tensors; the result shape is static,

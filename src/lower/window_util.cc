@@ -10,14 +10,22 @@
 namespace jaxmlx::lower::window_util {
 namespace {
 
-// `x` with `low[d]` / `high[d]` (non-negative) elements of the 0-d `fill` before / after it along
-// every dim: one Pad primitive. MLX fills the new array and copies x into it, the kernels a slice
-// update of a broadcast fill runs as two primitives (on a GPU each costs host time per call).
+// `x` with `low[d]` / `high[d]` (non-negative) elements of `fill` before / after it along each of
+// its first low.size() dims. A 0-d fill is one Pad primitive: MLX fills the new array and copies
+// x into it, the kernels a slice update of a broadcast fill runs as two primitives (on a GPU each
+// costs host time per call). A fill with trailing storage dims (complex128's (re, im) pair),
+// which Pad cannot take, is that slice update.
 mx::array pad_edges(const mx::array& x, const mx::array& fill, const mx::Shape& low,
                     const mx::Shape& high) {
-  std::vector<int> axes(x.ndim());
-  std::iota(axes.begin(), axes.end(), 0);
-  return mx::pad(x, axes, low, high, mx::astype(fill, x.dtype()));
+  const int r = static_cast<int>(low.size());
+  if (fill.ndim() == 0) {
+    std::vector<int> axes(r);
+    std::iota(axes.begin(), axes.end(), 0);
+    return mx::pad(x, axes, low, high, mx::astype(fill, x.dtype()));
+  }
+  mx::Shape out = x.shape(), start(x.ndim(), 0), stop = x.shape();
+  for (int d = 0; d < r; ++d) out[d] += low[d] + high[d], start[d] = low[d], stop[d] += low[d];
+  return mx::slice_update(mx::broadcast_to(mx::astype(fill, x.dtype()), out), x, start, stop);
 }
 
 }  // namespace
@@ -25,8 +33,9 @@ mx::array pad_edges(const mx::array& x, const mx::array& fill, const mx::Shape& 
 mx::array pad_dilate(const mx::array& x_in, const mx::array& fill, const std::vector<int64_t>& lo,
                      const std::vector<int64_t>& hi, const std::vector<int64_t>& interior) {
   mx::array x = x_in;
-  const int r = x.ndim();
-  mx::Shape dil(r), start(r, 0), strides(r, 1);
+  // The padded dims, then the fill's trailing storage dims, which are kept whole.
+  const int r = static_cast<int>(lo.size()), rank = x.ndim();
+  mx::Shape dil = x.shape(), start(rank, 0), strides(rank, 1);
   bool any_interior = false;
   for (int d = 0; d < r; ++d) {
     const int64_t n = x.shape(d), in = interior.empty() ? 0 : interior[d];
@@ -38,7 +47,7 @@ mx::array pad_dilate(const mx::array& x_in, const mx::array& fill, const std::ve
     x = mx::slice_update(mx::broadcast_to(mx::astype(fill, x.dtype()), dil), x, start, dil,
                          strides);
   // Crop where the edge padding is negative, then place into a filled array where positive.
-  mx::Shape cstart(r), cstop(r), ones(r, 1), out(r), pstart(r), pstop(r);
+  mx::Shape cstart(rank, 0), cstop = dil, ones(rank, 1), out = dil, pstart(r), high(r);
   bool crop = false, grow = false;
   for (int d = 0; d < r; ++d) {
     cstart[d] = static_cast<int>(std::clamp<int64_t>(-lo[d], 0, dil[d]));
@@ -47,14 +56,12 @@ mx::array pad_dilate(const mx::array& x_in, const mx::array& fill, const std::ve
     crop |= cstart[d] != 0 || cstop[d] != dil[d];
     out[d] = static_cast<int>(std::max<int64_t>(dil[d] + lo[d] + hi[d], 0));
     pstart[d] = static_cast<int>(std::max<int64_t>(lo[d], 0));
-    pstop[d] = pstart[d] + (cstop[d] - cstart[d]);
+    high[d] = out[d] - pstart[d] - (cstop[d] - cstart[d]);
     grow |= lo[d] > 0 || hi[d] > 0;
   }
   if (crop) x = mx::slice(x, cstart, cstop, ones);
   if (!grow) return x;
   if (x.size() == 0) return mx::broadcast_to(mx::astype(fill, x.dtype()), out);
-  mx::Shape high(r);
-  for (int d = 0; d < r; ++d) high[d] = out[d] - pstop[d];
   return pad_edges(x, fill, pstart, high);
 }
 

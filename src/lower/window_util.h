@@ -12,8 +12,9 @@
 
 namespace jaxmlx::lower::window_util {
 
-// spec: pad — dilates `x` (holes filled with the 0-d `fill`), then applies edge padding
-// `lo`/`hi` per dim, where a negative amount crops. `interior` may be empty (no dilation).
+// spec: pad — dilates `x` (holes filled with `fill`), then applies edge padding `lo`/`hi` per
+// dim, where a negative amount crops. `interior` may be empty (no dilation). `fill` is 0-d, or
+// holds x's trailing storage dims (complex128 as (re, im) pairs), which lo/hi do not name.
 mx::array pad_dilate(const mx::array& x, const mx::array& fill, const std::vector<int64_t>& lo,
                      const std::vector<int64_t>& hi, const std::vector<int64_t>& interior);
 
