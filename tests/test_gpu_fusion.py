@@ -72,6 +72,12 @@ def logsumexp_grad(a, ct):  # jax's own op chain (compiled with the recognizers 
   v, f = jax.vjp(lambda a: jax.nn.logsumexp(a, axis=0), a)
   return v, f(ct)[0]
 
+def label_pick_grad(logits, lab):  # a mean cross-entropy's gradient: -1/64 scattered per row
+  def loss(l):
+    picked = jnp.take_along_axis(l, lab[:, None], axis=-1)[:, 0]
+    return (jax.nn.logsumexp(l, axis=-1) - picked).mean()
+  return jax.grad(loss)(logits)
+
 rows = f32(3, 5, 7) * 4.0
 rows[:, 1, :] = -np.inf
 
@@ -79,7 +85,8 @@ out = {}
 for f, args in [(transcendental, (x, y, z)), (adam, (w1, gw, w1 * 0.5, w1 * w1)),
                 (bias_corrections, (steps, x[:2] * 3.0)),
                 (mlp_grads, (w1, w2, x, lab)), (random_draws, (jax.random.key(7),)),
-                (integers, (bits, x)), (logsumexp_grad, (rows, f32(5, 7)))]:
+                (integers, (bits, x)), (label_pick_grad, (f32(64, 10), lab)),
+                (logsumexp_grad, (rows, f32(5, 7)))]:
   if f is logsumexp_grad:
     os.environ["JAXMLX_RECOGNIZE"] = "0"
   g = jax.jit(f)
@@ -129,6 +136,11 @@ def test_fused_kernels_keep_the_unfused_bits(tmp_path):
     assert fused_counts["jit_adam"][op] == 0, fused_counts["jit_adam"]
   # Powers (pow is MLX's device library code) share kernels with what they read and feed; the
   # one left alone is t ** b, whose operands are both read from memory (a chain of one op).
+  # The splat cotangent -1/64, broadcast and reshaped to [64, 1] by the scatter of the label
+  # pick's transpose, is read by the kernel as the scalar it is: no broadcast or reshape of it
+  # is left to run (gpu_fusion.cc, splat_scalar).
+  pick = fused_counts["jit_label_pick_grad"]
+  assert pick["Broadcast"] == 0 and pick["Reshape"] <= 1 and fused_kernels(pick) == 1, pick
   bc = fused_counts["jit_bias_corrections"]
   assert bc["Subtract"] == 0 and bc["AsType"] == 0 and bc["Power"] <= 1, bc
   assert fused_kernels(bc) == 3, bc

@@ -144,6 +144,22 @@ bool separate(FusedArithmetic arithmetic, const mx::array& reader, const mx::arr
          !ends_without_product(arithmetic, operand);
 }
 
+// The evaluated 0-d array that `a` is a view of: a broadcast of it, through any reshapes and
+// transposes after it (jax's scatter of a splat cotangent reshapes the broadcast), or nullopt.
+std::optional<mx::array> splat_scalar(const mx::array& a) {
+  const mx::array* v = &a;
+  for (int hops = 0; hops < 8 && v->has_primitive() && v->inputs().size() == 1; ++hops) {
+    if (named(*v, {"Broadcast"})) {
+      const mx::array& in = v->inputs()[0];
+      if (in.ndim() == 0 && !in.has_primitive()) return in;
+      return std::nullopt;
+    }
+    if (!named(*v, {"Reshape", "Squeeze", "ExpandDims", "Transpose"})) return std::nullopt;
+    v = &v->inputs()[0];
+  }
+  return std::nullopt;
+}
+
 std::optional<std::vector<mx::array>> make(FusedArithmetic arithmetic, const mx::Stream& stream,
                                            std::shared_ptr<const FusedProgram> program,
                                            const std::vector<mx::array>& inputs,
@@ -153,12 +169,13 @@ std::optional<std::vector<mx::array>> make(FusedArithmetic arithmetic, const mx:
   // The kernel reads each input broadcast to the result's shape, trailing dims aligned. An input
   // of more dims (what a reshape dropping leading 1s read: a bias gradient summed with keepdims)
   // is read through a reshape of it; the tape reads the arrays the kernel is given.
-  // A broadcast of an evaluated scalar (a splat constant, runtime/constant_inputs.h) is read as
-  // that scalar, also where other readers share the broadcast (then it is no adapter of the
-  // chain): MLX runs a kernel whose inputs all have its shape or are scalars on its contiguous
-  // variant, and a broadcast input keeps it on the strided one (an index computation per element,
-  // no vectorized loads). The kernel's inputs are distinct arrays (MLX declares a variable per
-  // input); `regs` holds what each of the program's input registers reads.
+  // A broadcast of an evaluated scalar (a splat constant, runtime/constant_inputs.h), also
+  // through views of it (splat_scalar), is read as that scalar, also where other readers share
+  // the broadcast (then it is no adapter of the chain): MLX runs a kernel whose inputs all have
+  // its shape or are scalars on its contiguous variant, and a broadcast input keeps it on the
+  // strided one (an index computation per element, no vectorized loads). The kernel's inputs are
+  // distinct arrays (MLX declares a variable per input); `regs` holds what each of the
+  // program's input registers reads.
   std::vector<mx::array> operands, regs;
   std::unordered_set<std::uintptr_t> given;
   auto read = [&](mx::array a) {
@@ -166,9 +183,8 @@ std::optional<std::vector<mx::array>> make(FusedArithmetic arithmetic, const mx:
     regs.push_back(std::move(a));
   };
   for (const mx::array& in : inputs) {
-    if (in.has_primitive() && named(in, {"Broadcast"}) && in.inputs().size() == 1 &&
-        in.inputs()[0].ndim() == 0 && !in.inputs()[0].has_primitive()) {
-      read(in.inputs()[0]);
+    if (std::optional<mx::array> scalar = splat_scalar(in)) {
+      read(*scalar);
       continue;
     }
     if (in.ndim() <= shape.size()) {
