@@ -134,13 +134,13 @@ def test_fused_kernels_keep_the_unfused_bits(tmp_path):
   assert fused_kernels(fused_counts["jit_adam"]) == 1, fused_counts["jit_adam"]
   for op in ("Multiply", "Add", "Subtract", "Divide", "Sqrt"):
     assert fused_counts["jit_adam"][op] == 0, fused_counts["jit_adam"]
-  # Powers (pow is MLX's device library code) share kernels with what they read and feed; the
-  # one left alone is t ** b, whose operands are both read from memory (a chain of one op).
   # The splat cotangent -1/64, broadcast and reshaped to [64, 1] by the scatter of the label
   # pick's transpose, is read by the kernel as the scalar it is: no broadcast or reshape of it
   # is left to run (gpu_fusion.cc, splat_scalar).
   pick = fused_counts["jit_label_pick_grad"]
   assert pick["Broadcast"] == 0 and pick["Reshape"] <= 1 and fused_kernels(pick) == 1, pick
+  # Powers (pow is MLX's device library code) share kernels with what they read and feed; the
+  # one left alone is t ** b, whose operands are both read from memory (a chain of one op).
   bc = fused_counts["jit_bias_corrections"]
   assert bc["Subtract"] == 0 and bc["AsType"] == 0 and bc["Power"] <= 1, bc
   assert fused_kernels(bc) == 3, bc

@@ -387,6 +387,7 @@ def test_a_reversed_kernel_is_the_convolutions_flip(tmp_path):
   c = last_run_counts(log)["jit_input_grad"]
   assert c["Convolution"] == 1 and c["Slice"] == 0 and c["Gather"] == 0, c
 
+
 SHARED_KERNEL_CHILD = r"""
 import jax, jax.numpy as jnp, numpy as np
 mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]
