@@ -427,6 +427,57 @@ def test_a_kernel_is_copied_once_for_both_its_convolutions(tmp_path):
   assert eager["Contiguous"] - replayed["Contiguous"] == 1, counts
 
 
+DILATION_KEYS_CHILD = r"""
+import jax, jax.numpy as jnp, numpy as np
+mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]
+rng = np.random.default_rng(0)
+def flipped(dil, name):  # jax's input-gradient form: a reversed kernel, an input dilation
+  def f(x, w):
+    return jax.lax.conv_general_dilated(x, jnp.flip(w, (0, 1)), (1, 1), ((2, 1), (2, 1)),
+                                        lhs_dilation=dil,
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+  f.__name__ = name
+  return f
+def input_grad(x, w, c):  # of a strided convolution: only its input gradient (linear in x)
+  conv = lambda a: jax.lax.conv_general_dilated(a, w, (2, 2), "SAME",
+                                                dimension_numbers=("NHWC", "HWIO", "NHWC"))
+  return jax.grad(lambda a: jnp.sum(conv(a) * c))(x)
+x = rng.integers(-4, 5, (2, 5, 6, 3)).astype(np.float32)
+w = rng.integers(-4, 5, (3, 3, 3, 4)).astype(np.float32)
+programs = [(flipped(d, n), (x, w)) for d, n in [((2, 2), "first_2x2"), ((3, 2), "then_3x2"),
+                                                  ((1, 1), "then_1x1"), ((2, 2), "again_2x2")]]
+programs.append((input_grad, (rng.integers(-4, 5, (2, 9, 8, 4)).astype(np.float32),
+                              rng.integers(-4, 5, (3, 3, 4, 5)).astype(np.float32),
+                              rng.integers(-4, 5, (2, 5, 4, 5)).astype(np.float32))))
+for f, args in programs:
+  want = np.asarray(jax.jit(f)(*jax.device_put(args, cpu)))
+  got = np.asarray(jax.jit(f)(*jax.device_put(args, mlx)))
+  np.testing.assert_array_equal(got, want, err_msg=f.__name__)
+"""
+
+
+def test_mlx_dilates_an_input_only_under_a_key_of_its_own(tmp_path):
+  # MLX's CUDA convolution caches a cuDNN graph by a key without the input dilation; a process
+  # record of the keys we hand it (conv_cache_keys.h) lets MLX dilate an input where the key is
+  # first claimed with that dilation (convolution.cc, mlx_may_dilate): here the first 2x2, again
+  # under the same key, and jax's input gradient of a strided convolution. Under the same key
+  # with (3, 2) the input is dilated explicitly (a fill and a strided copy), and an undilated
+  # convolution is padded explicitly (a key without padding, which no dilated one claims).
+  # JAXMLX_CONV_PATCHES=gpu keeps the record on the CPU, whose convolutions are right either way;
+  # on CUDA the values would show a shared graph.
+  log = tmp_path / "stats.log"
+  run_child(DILATION_KEYS_CHILD, dict(os.environ, JAXMLX_GRAPH_STATS=str(log),
+                                      JAXMLX_CONV_PATCHES="gpu", JAXMLX_CONV_PHASES="0",
+                                      JAXMLX_CPU_FUSION="0"))
+  counts = last_run_counts(log)
+  explicit = ("Pad", "SliceUpdate")
+  for name in ("jit_first_2x2", "jit_again_2x2", "jit_input_grad"):
+    assert counts[name]["Convolution"] == 1, (name, counts[name])
+    assert not any(counts[name][p] for p in explicit + ("Full",)), (name, counts[name])
+  assert all(counts["jit_then_3x2"][p] == 1 for p in explicit), counts["jit_then_3x2"]
+  assert counts["jit_then_1x1"]["Pad"] == 1, counts["jit_then_1x1"]
+
+
 WEIGHT_GRAD_SIZES_CHILD = r"""
 import jax, jax.numpy as jnp, numpy as np
 mlx, cpu = jax.devices("mlx")[0], jax.devices("cpu")[0]

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string_view>
 
+#include "lower/conv_cache_keys.h"
 #include "lower/shape_util.h"
 #include "lower/util.h"
 #include "lower/window_util.h"
@@ -344,17 +345,41 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
   return permute(mx::reshape(y, held), canonical);
 }
 
-// MLX 0.32's CUDA backend: its convolution of an input dilated by MLX itself gave wrong values
-// on an H200 (jax's conv_transpose with VALID or explicit padding, strides (2, 2) and (3, 2);
-// SAME passed; which cases failed changed between runs). MLX's cache of cuDNN graphs
-// (mlx/backend/cuda/conv.cpp) keys a convolution by its shapes, strides, paddings, kernel
-// dilation, groups and flip, not by its input dilation: MLX alone there, a flipped convolution
-// (MLX's own input gradients) of input dilation (3, 2) run after one of (2, 2) with the same
-// shapes and padding got the first one's graph (max error 45; right alone). On CUDA an
-// input-dilated convolution has its input dilated explicitly here (or is split into output
-// phases with JAXMLX_CONV_PHASES=1), and MLX convolves an undilated one. Metal and the CPU are
-// not affected.
-bool cuda_mishandles_input_dilation() { return on_cuda_gpu(); }
+// Whether MLX's convolutions run where MLX caches a cuDNN graph per key without the input
+// dilation (conv_cache_keys.h): on CUDA, and with JAXMLX_CONV_PATCHES=gpu on the CPU, for tests.
+// There every convolution handed to MLX claims its key with its input dilation. Before the
+// record (MLX 0.32.4 on an H200) jax's conv_transpose with VALID or explicit padding and strides
+// (2, 2) and (3, 2) gave wrong values, which cases changed between runs; so every input was
+// dilated here.
+bool keyed_conv_cache() { return on_cuda_gpu() || conv_patches_mode() == "gpu"; }
+
+std::vector<int> ints(const std::vector<int64_t>& v) {
+  return std::vector<int>(v.begin(), v.end());
+}
+
+ConvCacheKey cache_key(const mx::array& x, const mx::array& w, const ConvSpec& s,
+                       const std::vector<int64_t>& lo, const std::vector<int64_t>& hi, int groups,
+                       bool flip) {
+  return {x.dtype(), x.shape(), w.shape(), ints(s.strides), ints(lo), ints(hi),
+          ints(s.rhs_dilation), groups, flip};
+}
+
+// Whether MLX may dilate the input of this convolution itself, where its cache is keyed without
+// the dilation: the convolution is flipped, without groups and with some padding (the form of
+// jax's input gradients of strided convolutions, which native MLX's own gradients hand cuDNN as
+// its data gradient with a stride, where an explicit dilation is a fill and a strided copy, two
+// more kernels and the dilated input's memory) and the first claim of its key.
+// An undilated convolution of a key claimed so gets its padding explicit (float_conv): no
+// dilated convolution claims a key without padding.
+bool mlx_may_dilate(const mx::array& x, const mx::array& w, const ConvSpec& s, int64_t groups,
+                    bool flip) {
+  const auto zero = [](int64_t p) { return p == 0; };
+  if (!flip || groups != 1 ||
+      (std::all_of(s.pad_lo.begin(), s.pad_lo.end(), zero) &&
+       std::all_of(s.pad_hi.begin(), s.pad_hi.end(), zero)))
+    return false;
+  return claim_conv_key(cache_key(x, w, s, s.pad_lo, s.pad_hi, 1, flip), ints(s.lhs_dilation));
+}
 
 // Whether an input-dilated float convolution of `x` (the undilated input) is computed as one
 // undilated convolution per output phase (`phase_conv`): JAXMLX_CONV_PHASES=1/0, read at each
@@ -365,7 +390,7 @@ bool cuda_mishandles_input_dilation() { return on_cuda_gpu(); }
 // resnet_train's step took 11.1 ms at the full size with phases (its dilated inputs 3-16 MiB),
 // 8.06 without, native MLX 8.04; 3.28 and 2.72 ms at the default size, native 2.52
 // (bench/env_ab.py, bench/README "Phases off on CUDA"). The input is then dilated explicitly
-// (cuda_mishandles_input_dilation).
+// (keyed_conv_cache, mlx_may_dilate).
 bool phases_wanted() {
   const char* v = std::getenv("JAXMLX_CONV_PHASES");
   if (v != nullptr && *v != '\0') return *v != '0';
@@ -390,8 +415,8 @@ mx::array flip_spatial(const mx::array& w) {
 // output phase p is a stride-1 convolution of the undilated input by the kernel's taps r::D,
 // shifted by c = (p + r - lo) / D: y[q * D + p] = sum_m w[r + m * D] * x[q + m + c] (zero outside
 // x). A phase without taps stays zero. The phases are written into the result with strided slice
-// updates. Nothing of the dilated input's size exists (on CUDA, where MLX's own input dilation is
-// wrong, dilating it explicitly made resnet's step peak 13 % above native MLX's), and the products
+// updates. Nothing of the dilated input's size exists (on CUDA, when every dilation there was
+// explicit, resnet's step peaked 13 % above native MLX's), and the products
 // by its zeros are skipped: the phases together multiply by the kernel's taps once. Dims with
 // D > 1 need window stride 1 and an undilated kernel (jax's input gradients have both); nullopt
 // otherwise or beyond kMaxPhases phases. `flip`: the kernel is w reversed over every spatial
@@ -504,13 +529,13 @@ mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t
                      bool flip) {
   if (phases_wanted())
     if (std::optional<mx::array> y = phase_conv(x, w, s, groups, flip)) return *y;
-  auto ints = [](const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); };
   const bool negative =
       std::any_of(s.pad_lo.begin(), s.pad_lo.end(), [](int64_t p) { return p < 0; }) ||
       std::any_of(s.pad_hi.begin(), s.pad_hi.end(), [](int64_t p) { return p < 0; });
   std::vector<int64_t> lo = s.pad_lo, hi = s.pad_hi, ldil = s.lhs_dilation;
-  if (negative || (cuda_mishandles_input_dilation() &&
-                   std::any_of(ldil.begin(), ldil.end(), [](int64_t d) { return d > 1; }))) {
+  const bool dilated = std::any_of(ldil.begin(), ldil.end(), [](int64_t d) { return d > 1; });
+  const bool keyed = keyed_conv_cache();
+  if (negative || (dilated && keyed && !mlx_may_dilate(x, w, s, groups, flip))) {
     // MLX cannot crop; pad (and dilate, which precedes cropping in StableHLO) explicitly.
     x = pad_input(x, s);
     std::fill(lo.begin(), lo.end(), 0);
@@ -522,10 +547,20 @@ mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t
   if (std::optional<mx::array> y =
           patch_matmul_conv(x, flip ? flip_spatial(w) : w, padded, groups))
     return *y;
-  auto conv = [&](const mx::array& a, const mx::array& b, int g) {
+  auto conv = [&](mx::array a, const mx::array& b, int g) {
+    std::vector<int64_t> plo = lo, phi = hi;
+    if (keyed && !claim_conv_key(cache_key(a, b, s, plo, phi, g, flip), ints(ldil))) {
+      // Undilated under the key of a convolution MLX dilates (mlx_may_dilate): padded here, the
+      // key is one without padding, which no dilated convolution claims.
+      ConvSpec pads = s;
+      pads.pad_lo = plo, pads.pad_hi = phi, pads.lhs_dilation.assign(s.nsp, 1);
+      a = pad_input(a, pads);
+      std::fill(plo.begin(), plo.end(), 0);
+      std::fill(phi.begin(), phi.end(), 0);
+    }
     return mx::conv_general(cudnn_operand(a), g == 1 ? cuda_kernel(b, flip) : cudnn_operand(b),
-                            ints(s.strides), ints(lo), ints(hi), ints(s.rhs_dilation), ints(ldil),
-                            g, flip);
+                            ints(s.strides), ints(plo), ints(phi), ints(s.rhs_dilation),
+                            ints(ldil), g, flip);
   };
   if (groups == 1 || s.nsp <= 2) return conv(x, w, static_cast<int>(groups));
   // MLX groups only 1- and 2-D convolutions: one convolution per group, concatenated.

@@ -36,8 +36,9 @@ F32_SUM_TOL = dict(rtol=1e-5, atol=1e-5)
                      "dilated-gpu"])
 def phases(request, monkeypatch):
   """Both ways of an input-dilated float convolution: one undilated convolution per output phase
-  (the CPU's default, and CUDA's for large inputs: src/lower/convolution.cc, phase_conv), or the
-  input dilated (patches over it on the CPU, MLX's own dilation elsewhere); each with the CPU's
+  (the CPU's default: src/lower/convolution.cc, phase_conv), or the input dilated (patches over
+  it on the CPU, MLX's own dilation elsewhere, on CUDA where the key of MLX's cache of cuDNN
+  graphs is not another dilation's, else explicitly: `gpu` runs that record); each with the CPU's
   patch matmuls, with MLX's own convolution for everything (JAXMLX_CONV_PATCHES=0), which takes a
   kernel reversed by jax's input gradients as its `flip` (passes/reversed_kernel.h), or with the
   mix a GPU runs (`gpu`: patch matmuls for jax's weight gradients, MLX's convolution elsewhere)."""
