@@ -365,20 +365,27 @@ ConvCacheKey cache_key(const mx::array& x, const mx::array& w, const ConvSpec& s
 }
 
 // Whether MLX may dilate the input of this convolution itself, where its cache is keyed without
-// the dilation: the convolution is flipped, without groups and with some padding (the form of
-// jax's input gradients of strided convolutions, which native MLX's own gradients hand cuDNN as
-// its data gradient with a stride, where an explicit dilation is a fill and a strided copy, two
-// more kernels and the dilated input's memory) and the first claim of its key.
-// An undilated convolution of a key claimed so gets its padding explicit (float_conv): no
-// dilated convolution claims a key without padding.
+// the dilation: the first claim of its key, for a convolution of jax's input-gradient form, which
+// native MLX's own gradients hand cuDNN as its data gradient with a stride (an explicit dilation
+// is a fill and a strided copy, two more kernels, and the dilated input's memory). MLX builds that
+// data gradient for a forward convolution padded by K - 1 - lo on both sides (K the dilated
+// kernel's extent), which is this convolution only where 0 <= hi - lo < D (jax's gradients of
+// symmetrically padded convolutions; SAME's asymmetric padding is not) and lo < K; besides:
+// flipped, window stride 1, no groups and some padding. An undilated convolution of a key claimed
+// so gets its padding explicit (float_conv): no dilated convolution claims a key without padding.
 bool mlx_may_dilate(const mx::array& x, const mx::array& w, const ConvSpec& s, int64_t groups,
                     bool flip) {
-  const auto zero = [](int64_t p) { return p == 0; };
-  if (!flip || groups != 1 ||
-      (std::all_of(s.pad_lo.begin(), s.pad_lo.end(), zero) &&
-       std::all_of(s.pad_hi.begin(), s.pad_hi.end(), zero)))
-    return false;
-  return claim_conv_key(cache_key(x, w, s, s.pad_lo, s.pad_hi, 1, flip), ints(s.lhs_dilation));
+  if (!flip || groups != 1) return false;
+  bool padded = false;
+  for (int d = 0; d < s.nsp; ++d) {
+    const int64_t lo = s.pad_lo[d], hi = s.pad_hi[d], dil = s.lhs_dilation[d];
+    const int64_t extent = dilated_size(w.shape(d + 1), s.rhs_dilation[d]);
+    if (s.strides[d] != 1 || lo < 0 || lo >= extent || hi - lo < 0 || hi - lo >= dil)
+      return false;
+    padded = padded || lo != 0 || hi != 0;
+  }
+  return padded &&
+         claim_conv_key(cache_key(x, w, s, s.pad_lo, s.pad_hi, 1, flip), ints(s.lhs_dilation));
 }
 
 // Whether an input-dilated float convolution of `x` (the undilated input) is computed as one
