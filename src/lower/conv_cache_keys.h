@@ -5,7 +5,8 @@
 // differ only there share one graph, and the second gets the first one's result shape (on an
 // H200: a flipped convolution of input dilation (3, 2) run after one of (2, 2) got wrong values,
 // max error 45; right alone). The cache is per thread and bounded; this record is per process and
-// keeps every key, so it holds at least what any one thread's cache can.
+// keeps every key, so it holds at least what any one thread's cache can, of our convolutions:
+// those a program in the same process hands MLX itself (MLX's Python API) are not in it.
 #pragma once
 
 #include <vector>
