@@ -25,7 +25,8 @@ Flat flatten(const ConvCacheKey& k) {
 
 bool claim_conv_key(const ConvCacheKey& key, const std::vector<int>& input_dilation) {
   static std::mutex mutex;
-  static auto* claims = new std::map<Flat, std::vector<int>>();  // leaked: compiles may outlive exit
+  // Leaked: compiles may outlive exit.
+  static auto* claims = new std::map<Flat, std::vector<int>>();
   std::lock_guard<std::mutex> lock(mutex);
   const auto [it, added] = claims->try_emplace(flatten(key), input_dilation);
   return added || it->second == input_dilation;

@@ -353,15 +353,11 @@ std::optional<mx::array> patch_matmul_conv(const mx::array& x, const mx::array& 
 // dilated here.
 bool keyed_conv_cache() { return on_cuda_gpu() || conv_patches_mode() == "gpu"; }
 
-std::vector<int> ints(const std::vector<int64_t>& v) {
-  return std::vector<int>(v.begin(), v.end());
-}
-
 ConvCacheKey cache_key(const mx::array& x, const mx::array& w, const ConvSpec& s,
                        const std::vector<int64_t>& lo, const std::vector<int64_t>& hi, int groups,
                        bool flip) {
-  return {x.dtype(), x.shape(), w.shape(), ints(s.strides), ints(lo), ints(hi),
-          ints(s.rhs_dilation), groups, flip};
+  return {x.dtype(), x.shape(), w.shape(), to_ints(s.strides), to_ints(lo),
+          to_ints(hi), to_ints(s.rhs_dilation), groups, flip};
 }
 
 // Whether MLX may dilate the input of this convolution itself, where its cache is keyed without
@@ -384,8 +380,8 @@ bool mlx_may_dilate(const mx::array& x, const mx::array& w, const ConvSpec& s, i
       return false;
     padded = padded || lo != 0 || hi != 0;
   }
-  return padded &&
-         claim_conv_key(cache_key(x, w, s, s.pad_lo, s.pad_hi, 1, flip), ints(s.lhs_dilation));
+  return padded && claim_conv_key(cache_key(x, w, s, s.pad_lo, s.pad_hi, 1, flip),
+                                  to_ints(s.lhs_dilation));
 }
 
 // Whether an input-dilated float convolution of `x` (the undilated input) is computed as one
@@ -556,18 +552,17 @@ mx::array float_conv(mx::array x, const mx::array& w, const ConvSpec& s, int64_t
     return *y;
   auto conv = [&](mx::array a, const mx::array& b, int g) {
     std::vector<int64_t> plo = lo, phi = hi;
-    if (keyed && !claim_conv_key(cache_key(a, b, s, plo, phi, g, flip), ints(ldil))) {
-      // Undilated under the key of a convolution MLX dilates (mlx_may_dilate): padded here, the
-      // key is one without padding, which no dilated convolution claims.
-      ConvSpec pads = s;
-      pads.pad_lo = plo, pads.pad_hi = phi, pads.lhs_dilation.assign(s.nsp, 1);
-      a = pad_input(a, pads);
+    if (keyed && !claim_conv_key(cache_key(a, b, s, plo, phi, g, flip), to_ints(ldil))) {
+      // Undilated under the key of a convolution MLX dilates (mlx_may_dilate; a dilated one
+      // here claimed its key there): padded here, the key is one without padding, which no
+      // dilated convolution claims.
+      a = pad_input(a, padded);
       std::fill(plo.begin(), plo.end(), 0);
       std::fill(phi.begin(), phi.end(), 0);
     }
     return mx::conv_general(cudnn_operand(a), g == 1 ? cuda_kernel(b, flip) : cudnn_operand(b),
-                            ints(s.strides), ints(plo), ints(phi), ints(s.rhs_dilation),
-                            ints(ldil), g, flip);
+                            to_ints(s.strides), to_ints(plo), to_ints(phi),
+                            to_ints(s.rhs_dilation), to_ints(ldil), g, flip);
   };
   if (groups == 1 || s.nsp <= 2) return conv(x, w, static_cast<int>(groups));
   // MLX groups only 1- and 2-D convolutions: one convolution per group, concatenated.
